@@ -4800,6 +4800,37 @@ fn an_index_whose_cached_trees_are_the_agents_is_dropped_at_exit() {
     assert_eq!(git_in(&["show", "HEAD:githooks/pre-commit"], None), "#!/bin/sh\necho lint ok", "{said}");
 }
 
+/// The thirty-ninth re-attack's K1: the agent rewrites the user's loose object of a committed
+/// file (git never checks a loose object against its name), so the user's next checkout of it
+/// writes the agent's content; nothing else changes. The object file is moved aside and said.
+#[test]
+fn a_loose_object_rewritten_in_place_is_moved_aside_at_exit() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    std::fs::write(work.join("README.md"), "the user's\n").unwrap();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["add", "README.md"]) && git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "r"]));
+    let id = Command::new("git").args(["rev-parse", "HEAD:README.md"]).current_dir(&work).output().unwrap();
+    let id = String::from_utf8(id.stdout).unwrap().trim().to_string();
+    assert_eq!(id.len(), 40, "a committed README.md");
+    let object = work.join(format!(".git/objects/{}/{}", &id[..2], &id[2..]));
+    assert!(object.exists(), "loose");
+    let script = format!(
+        "#!/bin/sh\npython3 -c 'import zlib,os\nbody=b\"pwned\\n\"\nd=zlib.compress(b\"blob %d\\0\" % len(body) + \
+         body)\nopen(\".git/objects/new\",\"wb\").write(d)\nos.rename(\".git/objects/new\",\"{}\")'\n",
+        object.display()
+    );
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(
+        said.contains("rewrote 1 object file(s) of git's so that they no longer hold what their names say"),
+        "{said}"
+    );
+    assert!(!object.exists(), "moved aside: {said}");
+}
+
 /// The thirty-sixth re-attack's H19: a rebase left in progress whose merge strategy is a path
 /// (`../../scripts/x.sh`): git runs `git-merge-<strategy>` as a program of the worktree's at the
 /// user's `git rebase --continue`. It is moved aside at the exit, and the user is told.

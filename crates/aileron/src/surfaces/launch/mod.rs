@@ -1453,6 +1453,23 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             some_of(&hidden.staged)
         );
     }
+    // An object file of git's that does not hold what its name says, rewritten in the session
+    // (the thirty-ninth re-attack's K1: the user's blob of a hook, for the user's next checkout
+    // to write): moved aside, and said.
+    if !hidden.forged_objects.is_empty() {
+        let mut moved = Vec::new();
+        planted::move_all(&hidden.forged_objects, &[], &quarantine, &mut moved);
+        log_line!(
+            "aileron: warning: {} rewrote {} object file(s) of git's so that they no longer hold what their names \
+             say, the first {}: git takes such a file for what its name says, and your next checkout would have \
+             written the agent's content; moved to {} (git will call those objects missing)\nhint: run `git fsck` \
+             there; get the objects back from a remote (`git fetch`) or a backup",
+            agent.name(),
+            hidden.forged_objects.len(),
+            shown(&hidden.forged_objects[0]),
+            shown(&quarantine)
+        );
+    }
     let untrue_trees = indexes_at_launch.drop_untrue_cached_trees();
     for trees in &untrue_trees {
         match (&trees.dropped, trees.forged.is_empty()) {

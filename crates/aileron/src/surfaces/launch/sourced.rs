@@ -266,10 +266,12 @@ fn mise_paths(text: &str, file: &Path, home: &Path) -> (Vec<PathBuf>, Vec<PathBu
     let root = mise_root(file);
     let root = root.as_path();
     // What runs a command in the config's directory at the user's prompt — a template's `exec(…)`
-    // in any value, a `{% … %}` block, a `[hooks]` table (`enter`, `cd`, a task) — can run any file
+    // in any value, a `{% … %}` block, a `[hooks]` or `[[watch_files]]` table — can run any file
     // of it by any name (the thirty-seventh re-attack's I7: `GIT_SHA = "{{ exec(command='sh
     // scripts/v.sh') }}"`, `[hooks] enter = "sh hooks/on-enter.sh"`): the root, whole.
     let runs_commands = table.contains_key("hooks")
+        // (A watched file's `run`, too: the thirty-ninth re-attack's K2, `npm install` on a lock.)
+        || table.contains_key("watch_files")
         || text.contains("{%")
         || text
             .split("{{")
