@@ -298,6 +298,7 @@ impl IndexSnapshot {
                             objects.write_history(history, scan.made);
                         }
                         hidden.forged_objects.extend(scan.forged);
+                        hidden.versions_unchecked.extend(scan.unchecked);
                         scan.trees
                     });
                     scanned.insert(dir.clone(), (objects, trees));
@@ -637,7 +638,23 @@ mod objects {
         pub made: Made,
         /// The object files whose content is not what their names say.
         pub forged: Vec<PathBuf>,
+        /// The object files too large to hold against their names here.
+        pub unchecked: Vec<PathBuf>,
     }
+
+    /// What a loose object file inflates to.
+    enum Inflated {
+        /// Its kind, git's name for what it holds, and its body when a commit.
+        Object { kind: Vec<u8>, name: Vec<u8>, body: Vec<u8> },
+        /// It does not inflate, or its header does not say its size: git cannot read it either.
+        Broken,
+        /// More than [`MAX_CHECKED_BYTES`] inflated.
+        TooLarge,
+    }
+
+    /// The most of one loose object inflated to hold it against its name (a zlib stream of a
+    /// few KiB can inflate to many GiB).
+    const MAX_CHECKED_BYTES: u64 = 1 << 30;
 
     /// Objects listed for one repository at most (past it, the rest are not kept: an agent that
     /// makes more than a million loose objects has each session's exit name what it made).
@@ -770,6 +787,7 @@ mod objects {
             let mut trees = Vec::new();
             let mut made = Vec::new();
             let mut forged = Vec::new();
+            let mut unchecked = Vec::new();
             let mut left = MAX_NEW_OBJECTS;
             // The commits earlier sessions made, still loose: a later session can name one (a
             // branch pointed at it: the thirty-sixth re-attack's H5). One packed since cannot be
@@ -797,13 +815,18 @@ mod objects {
                     left = left.checked_sub(1).ok_or(())?;
                     let rest = object.file_name();
                     let Ok(id) = hex::decode(format!("{prefix}{}", rest.to_string_lossy())) else { continue };
-                    // Inflated whole, and held against its name: git takes a loose object for
-                    // what its name says without checking (K1 rewrote the user's in place).
-                    let Some((kind, body)) = inflate(&path) else {
-                        forged.push(path);
-                        continue;
+                    // Inflated whole, in a stream, and held against its name: git takes a loose
+                    // object for what its name says without checking (K1 rewrote the user's in
+                    // place). One that does not inflate git cannot read either.
+                    let (kind, name, body) = match inflate(&path, self.hash_len) {
+                        Inflated::Object { kind, name, body } => (kind, name, body),
+                        Inflated::Broken => continue,
+                        Inflated::TooLarge => {
+                            unchecked.push(path);
+                            continue;
+                        }
                     };
-                    if id.len() != self.hash_len || object_name(&kind, &body, self.hash_len) != id {
+                    if name != id {
                         forged.push(path);
                         continue;
                     }
@@ -818,7 +841,7 @@ mod objects {
             }
             trees.sort();
             trees.dedup();
-            Ok(Scan { trees, made, forged })
+            Ok(Scan { trees, made, forged, unchecked })
         }
 
         fn visit_below(
@@ -895,29 +918,50 @@ mod objects {
         }
     }
 
-    /// A loose object file's kind and body, inflated whole (at most [`MAX_OBJECT_BYTES`]); `None`
-    /// when it does not inflate, or is larger, or its header does not say its size.
-    fn inflate(path: &Path) -> Option<(Vec<u8>, Vec<u8>)> {
-        let compressed = git::read_capped(path, false, MAX_OBJECT_BYTES).ok()?;
-        let mut object = Vec::new();
-        flate2::read::ZlibDecoder::new(compressed.as_slice())
-            .take(MAX_OBJECT_BYTES + 1)
-            .read_to_end(&mut object)
-            .ok()?;
-        let nul = object.iter().position(|&byte| byte == 0)?;
-        let (kind, size) = std::str::from_utf8(&object[..nul]).ok()?.split_once(' ')?;
-        let body = object[nul + 1..].to_vec();
-        (size.parse::<usize>().ok()? == body.len()).then(|| (kind.as_bytes().to_vec(), body))
-    }
-
-    /// Git's name for an object of `kind` and `body`.
-    fn object_name(kind: &[u8], body: &[u8], hash_len: usize) -> Vec<u8> {
+    /// A loose object file inflated in a stream and hashed as git names objects; a commit's body
+    /// kept (at most [`MAX_OBJECT_BYTES`]).
+    fn inflate(path: &Path, hash_len: usize) -> Inflated {
+        use std::io::BufRead as _;
+        let Ok(file) = std::fs::File::open(path) else { return Inflated::Broken };
+        let decoder = flate2::read::ZlibDecoder::new(std::io::BufReader::new(file));
+        let mut reader = std::io::BufReader::with_capacity(1 << 16, decoder.take(MAX_CHECKED_BYTES + 64));
+        let mut header = Vec::new();
+        if (&mut reader).take(64).read_until(0, &mut header).is_err() || header.pop() != Some(0) {
+            return Inflated::Broken;
+        }
+        let Some((kind, size)) = std::str::from_utf8(&header).ok().and_then(|header| header.split_once(' ')) else {
+            return Inflated::Broken;
+        };
+        let Ok(size) = size.parse::<u64>() else { return Inflated::Broken };
+        if size > MAX_CHECKED_BYTES {
+            return Inflated::TooLarge;
+        }
         let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
-        let mut context = ring::digest::Context::new(algorithm);
-        context.update(kind);
-        context.update(format!(" {}\0", body.len()).as_bytes());
-        context.update(body);
-        context.finish().as_ref().to_vec()
+        let mut digest = ring::digest::Context::new(algorithm);
+        digest.update(&header);
+        digest.update(&[0]);
+        let keep = kind == "commit";
+        let (mut body, mut read) = (Vec::new(), 0u64);
+        loop {
+            let Ok(chunk) = reader.fill_buf() else { return Inflated::Broken };
+            if chunk.is_empty() {
+                break;
+            }
+            let length = chunk.len();
+            read += length as u64;
+            if read > size {
+                return Inflated::Broken;
+            }
+            digest.update(chunk);
+            if keep && (body.len() as u64) < MAX_OBJECT_BYTES {
+                body.extend_from_slice(chunk);
+            }
+            reader.consume(length);
+        }
+        if read != size {
+            return Inflated::Broken;
+        }
+        Inflated::Object { kind: kind.as_bytes().to_vec(), name: digest.finish().as_ref().to_vec(), body }
     }
 
     /// What a tree entry's mode makes, read as git reads it (octal, by its type bits: a
@@ -1278,6 +1322,10 @@ mod tests {
         std::fs::write(&forged, encoder.finish().unwrap()).unwrap();
         std::fs::rename(&forged, &file).unwrap();
         assert!(git_out(&repo, &["cat-file", "-p", &id], &[]).unwrap().contains("curl evil"), "git takes it");
+        assert_eq!(snapshot.hidden().forged_objects, vec![file.clone()]);
+        // One that does not inflate git cannot read either: left to git's own error.
+        std::fs::create_dir_all(repo.join(".git/objects/ab")).unwrap();
+        std::fs::write(repo.join(".git/objects/ab/cdef0123456789abcdef0123456789abcdef01"), b"not zlib").unwrap();
         assert_eq!(snapshot.hidden().forged_objects, vec![file]);
     }
 
