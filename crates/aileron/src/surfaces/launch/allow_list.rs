@@ -1215,9 +1215,20 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<Pat
 
 /// The names of mise's config files in any directory of a trusted one, an environment's among them.
 /// Its config directories too, at any depth (`.config/mise/config.local.toml`, `mise/conf.d/*.toml`:
-/// the thirty-eighth re-attack's J4), each kept whole.
-const MISE_FILE_NAMES: [&str; 8] =
-    ["mise.toml", ".mise.toml", "mise.*.toml", ".mise.*.toml", ".tool-versions", "./mise", "./.mise", "./.config/mise"];
+/// the thirty-eighth re-attack's J4): the hidden ones whole, and in a `mise/` (a name a project's
+/// own code may have) its configs.
+const MISE_FILE_NAMES: [&str; 10] = [
+    "mise.toml",
+    ".mise.toml",
+    "mise.*.toml",
+    ".mise.*.toml",
+    ".tool-versions",
+    "./mise/config.toml",
+    "./mise/config.local.toml",
+    "./mise/conf.d",
+    "./.mise",
+    "./.config/mise",
+];
 
 /// A name as a program finds it from the home: `~` and `~/…` there, anything else as it is.
 fn by_home(home: &Path, word: &str) -> PathBuf {
