@@ -353,6 +353,10 @@ pub fn write_access(
             super::shown(root)
         ));
     }
+    // A module `NODE_OPTIONS` preloads by a bare or relative name (`-r dotenv/config`, `--require
+    // ./.pnp.cjs`) is found from whatever directory the user runs `node` in (the thirty-seventh
+    // re-attack's I6): kept at any depth, as a name after an unknown variable is.
+    access.trusted.extend(tail_scopes(&node_modules_preloaded(env), &roots_worked_in, true).0);
     (access.trusted_files, access.trusted_cut_short) = trusted_files_told(&access.trusted);
     // A tree too large to look through whole at launch is said (the thirty-eighth re-attack's J6:
     // past the look, what the agent makes is not found at the end either).
@@ -398,6 +402,7 @@ pub fn write_access(
     // And what an `.envrc` in what it may write reads in (`source_env_if_exists .envrc.private`):
     // direnv trusts an allowed `.envrc` by its content alone (B9).
     let mut root_wholes: Vec<PathBuf> = Vec::new();
+    let mut tails: Vec<String> = Vec::new();
     let files: Vec<PathBuf> = startup.iter().chain(&envrcs).filter(|path| path.is_file()).cloned().collect();
     for home in &homes {
         // And the configs in which other tools name a program they run (gpg-agent's
@@ -406,28 +411,23 @@ pub fn write_access(
         let files: Vec<PathBuf> = files.iter().cloned().chain(named.filter(|f| f.is_file())).collect();
         let read = super::sourced::read_in_all(&files, home);
         startup.extend(read.found);
-        let (tails, near_top) = tail_scopes(&read.tails, &roots_worked_in, false);
-        startup.extend(near_top);
+        tails.extend(read.tails);
+        // A root read in whole (a pattern or a name only running the file tells, at its top: G15).
+        let wholes = read.wholes.iter().filter_map(|whole| std::fs::canonicalize(whole).ok());
+        root_wholes.extend(wholes.filter(|whole| roots_worked_in.contains(whole)));
+    }
+    // The names those read after an unknown variable or a `cd "$@"`, looked for in one more walk
+    // (they are known only once the files found by the first are read).
+    tails.sort();
+    tails.dedup();
+    let (tails, near_top) = tail_scopes(&tails, &roots_worked_in, false);
+    startup.extend(near_top);
+    if !tails.is_empty() {
         let (there, cut_short) = trusted_files_told(&tails);
         startup.extend(there.iter().cloned());
         access.trusted_files.extend(there);
         access.trusted_cut_short.extend(cut_short);
         access.trusted.extend(tails);
-        // A root read in whole (a pattern or a name only running the file tells, at its top: G15).
-        let wholes = read.wholes.iter().filter_map(|whole| std::fs::canonicalize(whole).ok());
-        root_wholes.extend(wholes.filter(|whole| roots_worked_in.contains(whole)));
-    }
-    // A module `NODE_OPTIONS` preloads by a bare or relative name (`-r dotenv/config`, `--require
-    // ./.pnp.cjs`) is found from whatever directory the user runs `node` in (the thirty-seventh
-    // re-attack's I6): kept at any depth, as a name after an unknown variable is.
-    let modules = node_modules_preloaded(env);
-    if !modules.is_empty() {
-        let (scopes, _) = tail_scopes(&modules, &roots_worked_in, true);
-        let (there, cut_short) = trusted_files_told(&scopes);
-        startup.extend(there.iter().cloned());
-        access.trusted_files.extend(there);
-        access.trusted_cut_short.extend(cut_short);
-        access.trusted.extend(scopes);
     }
     // A relative entry a start-up file puts on `PATH` is said as one on the launch's is (the
     // thirty-sixth re-attack's H28: `./node_modules/.bin` in `~/.bashrc`, said nowhere).

@@ -57,24 +57,50 @@ struct Extension {
 
 /// An index file read whole: its entries and its extensions; `None` when it does not parse.
 fn parse(bytes: &[u8], hash_len: usize) -> Option<(Vec<Entry>, Vec<Extension>)> {
-    let count = u32::from_be_bytes(bytes.get(8..12)?.try_into().ok()?) as usize;
-    let mut rest = bytes;
     let mut entries = Vec::new();
-    git::index_entries(&mut rest, hash_len, |entry| entries.push(Entry::of(entry)));
-    if entries.len() != count {
-        return None;
+    let extensions = layout(&mut std::io::Cursor::new(bytes), bytes.len(), hash_len, |entry| {
+        entries.push(Entry::of(entry));
+    });
+    Some((entries, extensions.ok()?))
+}
+
+/// The extensions of the index `reader` holds (`size` bytes), each entry given to `visit` on the
+/// way: read in a stream, whatever the index's size; an error when it does not parse.
+fn layout<R: std::io::BufRead + std::io::Seek>(
+    reader: &mut R,
+    size: usize,
+    hash_len: usize,
+    mut visit: impl FnMut(&IndexEntry),
+) -> std::io::Result<Vec<Extension>> {
+    use std::io::SeekFrom;
+    let unparsed = || std::io::Error::other("the index does not parse");
+    let mut header = [0u8; 12];
+    reader.read_exact(&mut header)?;
+    reader.rewind()?;
+    let count = u32::from_be_bytes(header[8..12].try_into().unwrap()) as usize;
+    let mut read = 0usize;
+    git::index_entries(&mut *reader, hash_len, |entry| {
+        read += 1;
+        visit(entry);
+    });
+    if read != count {
+        return Err(unparsed());
     }
-    let body_end = bytes.len().checked_sub(hash_len)?;
-    let mut at = bytes.len() - rest.len();
+    let body_end = size.checked_sub(hash_len).ok_or_else(unparsed)?;
+    let mut at = reader.stream_position()? as usize;
     let mut extensions = Vec::new();
     while at < body_end {
-        let header = bytes.get(at..at + 8).filter(|_| at + 8 <= body_end)?;
-        let size = u32::from_be_bytes(header[4..8].try_into().ok()?) as usize;
-        let end = (at + 8).checked_add(size).filter(|end| *end <= body_end)?;
-        extensions.push(Extension { signature: header[..4].try_into().ok()?, at: at..end });
+        let mut extension = [0u8; 8];
+        reader.seek(SeekFrom::Start(at as u64))?;
+        reader.read_exact(&mut extension)?;
+        let end = at + 8 + u32::from_be_bytes(extension[4..8].try_into().unwrap()) as usize;
+        if end > body_end {
+            return Err(unparsed());
+        }
+        extensions.push(Extension { signature: extension[..4].try_into().unwrap(), at: at..end });
         at = end;
     }
-    Some((entries, extensions))
+    Ok(extensions)
 }
 
 /// The names of the entries a split index's `index` replaces in its shared index, in the order
@@ -305,21 +331,11 @@ fn make(
             body.extend_from_slice(&entry.object_name);
         }
     }
-    let tree = cacheable.then(|| object_name(b"tree", &body, hash_len));
+    let tree = cacheable.then(|| git::object_name(b"tree", &body, hash_len));
     if dir.is_empty() {
         made.insert(Vec::new(), Made { count: at as i64, object_name: tree.clone().unwrap_or_default() });
     }
     Some((at, tree))
-}
-
-/// Git's name for an object of `kind` and `body`.
-fn object_name(kind: &[u8], body: &[u8], hash_len: usize) -> Vec<u8> {
-    let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
-    let mut context = ring::digest::Context::new(algorithm);
-    context.update(kind);
-    context.update(format!(" {}\0", body.len()).as_bytes());
-    context.update(body);
-    context.finish().as_ref().to_vec()
 }
 
 /// The extensions that only spare git work, each of which the agent could forge to change what
@@ -336,56 +352,35 @@ const CACHES: [&[u8; 4]; 5] = [b"TREE", b"UNTR", b"FSMN", b"EOIE", b"IEOT"];
 pub fn drop_caches(index: &Path, hash_len: usize) -> std::io::Result<()> {
     use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, git::open_index(index)?);
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, git::open_regular(index)?);
     let metadata = reader.get_ref().metadata()?;
-    let (size, modified) = (metadata.len(), metadata.modified()?);
-    let unparsed = || std::io::Error::other("the index does not parse");
-    let mut header = [0u8; 12];
-    reader.read_exact(&mut header)?;
-    reader.rewind()?;
-    let count = u32::from_be_bytes(header[8..12].try_into().unwrap()) as usize;
-    let mut read = 0usize;
-    git::index_entries(&mut reader, hash_len, |_| read += 1);
-    if read != count {
-        return Err(unparsed());
-    }
-    let body_end = size.checked_sub(hash_len as u64).ok_or_else(unparsed)?;
-    // The extensions: where each is and whether it goes.
-    let mut at = reader.stream_position()?;
-    let mut kept: Vec<std::ops::Range<u64>> = Vec::new();
-    kept.push(0..at);
-    let mut dropped = false;
-    while at < body_end {
-        let mut extension = [0u8; 8];
-        reader.seek(SeekFrom::Start(at))?;
-        reader.read_exact(&mut extension)?;
-        let end = at + 8 + u64::from(u32::from_be_bytes(extension[4..8].try_into().unwrap()));
-        if end > body_end {
-            return Err(unparsed());
-        }
-        if CACHES.iter().any(|cache| extension[..4] == cache[..]) {
-            dropped = true;
-        } else {
-            kept.push(at..end);
-        }
-        at = end;
-    }
-    if !dropped {
+    let (size, modified) = (metadata.len() as usize, metadata.modified()?);
+    let extensions = layout(&mut reader, size, hash_len, |_| {})?;
+    if !extensions.iter().any(|extension| CACHES.contains(&&extension.signature)) {
         return Ok(());
     }
+    // What stays: the header and entries, and each extension that is not a cache.
+    let entries_end = extensions.first().map_or(size - hash_len, |extension| extension.at.start);
+    let kept = std::iter::once(0..entries_end).chain(
+        extensions
+            .into_iter()
+            .filter(|extension| !CACHES.contains(&&extension.signature))
+            .map(|extension| extension.at),
+    );
+    let kept: Vec<std::ops::Range<usize>> = kept.collect();
     let mut trailer = vec![0u8; hash_len];
-    reader.seek(SeekFrom::Start(body_end))?;
+    reader.seek(SeekFrom::Start((size - hash_len) as u64))?;
     reader.read_exact(&mut trailer)?;
     let lock = index
         .with_file_name(format!("{}.lock", index.file_name().map(|name| name.to_string_lossy()).unwrap_or_default()));
     // `create_new`: a lock there (git at work, or one the agent left) is not taken, nor followed.
     let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o666).open(&lock)?;
     let written = (|| {
-        let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
-        let mut out = Hashing { file: std::io::BufWriter::new(file), digest: ring::digest::Context::new(algorithm) };
+        let digest = ring::digest::Context::new(git::object_hash(hash_len));
+        let mut out = Hashing { file: std::io::BufWriter::new(file), digest };
         for range in kept {
-            reader.seek(SeekFrom::Start(range.start))?;
-            std::io::copy(&mut (&mut reader).take(range.end - range.start), &mut out)?;
+            reader.seek(SeekFrom::Start(range.start as u64))?;
+            std::io::copy(&mut (&mut reader).take((range.end - range.start) as u64), &mut out)?;
         }
         let Hashing { mut file, digest } = out;
         // An index written without its checksum (`index.skipHash`) stays so.
@@ -431,17 +426,26 @@ impl<W: std::io::Write> std::io::Write for Hashing<W> {
 pub(super) mod tests {
     use super::*;
 
-    /// `git` in `repo` with `env` and none of the user's config: its output, trimmed.
-    pub(in super::super) fn git(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
-        let output = std::process::Command::new("git")
-            .args(["-c", "user.name=U", "-c", "user.email=u@x"])
+    /// `git` run in `repo` with `env` and none of the user's config (these tests' and
+    /// `hidden_changes`' own).
+    pub(in super::super) fn git_output(
+        repo: &Path,
+        args: &[&str],
+        env: &[(&str, &Path)],
+    ) -> std::io::Result<std::process::Output> {
+        std::process::Command::new("git")
             .args(args)
             .current_dir(repo)
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .envs(env.iter().copied())
             .output()
-            .unwrap();
+    }
+
+    /// [`git_output`] as an author of no config, which must succeed: its output, trimmed.
+    pub(in super::super) fn git(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
+        let output =
+            git_output(repo, &[&["-c", "user.name=U", "-c", "user.email=u@x"][..], args].concat(), env).unwrap();
         assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8(output.stdout).unwrap().trim().to_string()
     }

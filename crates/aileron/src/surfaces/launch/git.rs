@@ -756,14 +756,24 @@ pub fn hash_len(git_dir: &Path) -> usize {
     if config.is_ok_and(|bytes| sha256(&parse(&String::from_utf8_lossy(&bytes)))) { 32 } else { 20 }
 }
 
-/// An index opened as git opens it (through a link), without waiting: only a regular file.
-pub(super) fn open_index(path: &Path) -> std::io::Result<std::fs::File> {
-    open_regular(path)
+/// The hash a repository whose object names are `hash_len` bytes names its objects (and checks
+/// its index) by: SHA-256, or SHA-1.
+pub(super) fn object_hash(hash_len: usize) -> &'static ring::digest::Algorithm {
+    if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY }
 }
 
-/// `path` opened for reading, following links, without waiting (a FIFO there must not stall the
-/// launcher): only a regular file.
-fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+/// Git's name for an object of `kind` (`blob`, `tree`, …) and `body`.
+pub(super) fn object_name(kind: &[u8], body: &[u8], hash_len: usize) -> Vec<u8> {
+    let mut context = ring::digest::Context::new(object_hash(hash_len));
+    context.update(kind);
+    context.update(format!(" {}\0", body.len()).as_bytes());
+    context.update(body);
+    context.finish().as_ref().to_vec()
+}
+
+/// `path` opened for reading, following links (as git opens an index), without waiting (a FIFO
+/// there must not stall the launcher): only a regular file.
+pub(super) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     open_file(path, true)
 }
 

@@ -378,7 +378,7 @@ impl IndexSnapshot {
     /// workspace's `.git`). Each index whose cached trees were not its entries' (the thirty-sixth
     /// re-attack's H13: the user's next commit would take the agent's tree while `git status`
     /// shows nothing), or whose caches could not be dropped, is returned.
-    pub fn drop_untrue_cached_trees(&self) -> Vec<CachedTrees> {
+    pub fn drop_caches(&self) -> Vec<CachedTrees> {
         let mut indexes: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
         for recorded in &self.worktrees {
             let hash_len = git::hash_len(&recorded.git_dir);
@@ -458,7 +458,7 @@ fn holds_another_version(
         // hooks directory replaced by a link to the agent's) is another version too.
         return Some(metadata.is_dir());
     };
-    Some(!stored_forms(&content).any(|form| blob_name(&form, hash_len) == object_name))
+    Some(!stored_forms(&content).any(|form| git::object_name(b"blob", &form, hash_len) == object_name))
 }
 
 /// What a changed entry claims of its file, when git would take the claim without looking.
@@ -521,7 +521,7 @@ impl Claim {
         } else {
             return Some(true);
         };
-        Some(!stored_forms(&content).any(|form| blob_name(&form, hash_len) == self.object_name))
+        Some(!stored_forms(&content).any(|form| git::object_name(b"blob", &form, hash_len) == self.object_name))
     }
 }
 
@@ -551,15 +551,6 @@ fn stored_forms(content: &[u8]) -> impl Iterator<Item = std::borrow::Cow<'_, [u8
     std::iter::once(Cow::Borrowed(content))
         .chain(std::iter::once_with(with_lf).flatten())
         .chain(std::iter::once_with(lfs_pointer))
-}
-
-/// Git's name for a blob of `content`.
-fn blob_name(content: &[u8], hash_len: usize) -> Vec<u8> {
-    let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
-    let mut context = ring::digest::Context::new(algorithm);
-    context.update(format!("blob {}\0", content.len()).as_bytes());
-    context.update(content);
-    context.finish().as_ref().to_vec()
 }
 
 /// The files the commits made in the session hold at a path, read from the loose objects
@@ -936,8 +927,7 @@ mod objects {
         if size > MAX_CHECKED_BYTES {
             return Inflated::TooLarge;
         }
-        let algorithm = if hash_len == 32 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
-        let mut digest = ring::digest::Context::new(algorithm);
+        let mut digest = ring::digest::Context::new(git::object_hash(hash_len));
         digest.update(&header);
         digest.update(&[0]);
         let keep = kind == "commit";
@@ -1003,15 +993,7 @@ mod tests {
 
     /// `git` in `repo` with `env` and none of the user's config, its output; `None` when it failed.
     fn git_out(repo: &Path, args: &[&str], env: &[(&str, &Path)]) -> Option<String> {
-        let output = std::process::Command::new("git")
-            .args(args)
-            .current_dir(repo)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .envs(env.iter().copied())
-            .output()
-            .ok()
-            .filter(|output| output.status.success())?;
+        let output = cache_tree::tests::git_output(repo, args, env).ok().filter(|output| output.status.success())?;
         Some(String::from_utf8(output.stdout).unwrap().trim().to_string())
     }
 
@@ -1239,7 +1221,7 @@ mod tests {
         let forged = trees::with_cached_trees(&std::fs::read(&index).unwrap(), &trees::agents_cached_trees(&repo));
         std::fs::write(&index, forged).unwrap();
         assert_eq!(trees::git(&feature, &["status", "--porcelain"], &[]), "", "git takes the forged cache");
-        let told = snapshot.drop_untrue_cached_trees();
+        let told = snapshot.drop_caches();
         assert_eq!(told.len(), 1, "{told:?}");
         assert_eq!(told[0].index, index);
         assert!(told[0].forged.contains(&feature.join("githooks")), "{told:?}");
@@ -1339,17 +1321,17 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(120));
         let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
         let graph = repo.join(".git/objects/info/commit-graph");
-        snapshot.drop_untrue_cached_trees();
+        snapshot.drop_caches();
         assert!(graph.exists(), "the user's is left");
         assert!(git(&repo, &["commit-graph", "write", "--reachable"]));
-        snapshot.drop_untrue_cached_trees();
+        snapshot.drop_caches();
         assert!(!graph.exists(), "written in the session");
         assert!(git(&repo, &["commit-graph", "write", "--reachable"]));
         std::fs::write(repo.join("README"), "second\n").unwrap();
         assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qam", "second"]));
         assert!(git(&repo, &["commit-graph", "write", "--reachable", "--split=no-merge"]));
         assert!(repo.join(".git/objects/info/commit-graphs/commit-graph-chain").exists());
-        snapshot.drop_untrue_cached_trees();
+        snapshot.drop_caches();
         assert!(!repo.join(".git/objects/info/commit-graphs").exists(), "a chain of them too");
         assert_eq!(git_out(&repo, &["log", "--oneline"], &[]).unwrap().lines().count(), 2, "git works without it");
     }

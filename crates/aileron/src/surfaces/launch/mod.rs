@@ -1470,7 +1470,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             shown(&quarantine)
         );
     }
-    let untrue_trees = indexes_at_launch.drop_untrue_cached_trees();
+    let untrue_trees = indexes_at_launch.drop_caches();
     for trees in &untrue_trees {
         match (&trees.dropped, trees.forged.is_empty()) {
             (Ok(()), _) => log_line!(
