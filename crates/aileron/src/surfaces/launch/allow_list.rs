@@ -326,7 +326,8 @@ pub fn write_access(
             startup
                 .extend(entries.map(|entry| entry.path()).filter(|path| path.extension().is_some_and(|e| e == "toml")));
         }
-        // Every environment's too (`mise.dev.toml` under `MISE_ENV=dev`), there or made later.
+        // Every environment's too (`mise.dev.toml`, `mise/config.dev.toml` under `MISE_ENV=dev`),
+        // there (found by the walk below, and read in as the others) or made later.
         access.trusted.push((dir.clone(), static_names(&MISE_FILE_NAMES)));
     }
     // What tools the user told to trust a project's own start-up files run from the workspace
@@ -1116,10 +1117,19 @@ fn tail_scopes(tails: &[String], roots: &[PathBuf], single_anywhere: bool) -> (V
 /// or, for a path (`./.venv/bin/activate`), by how it ends.
 pub fn is_named(path: &Path, wanted: &str) -> bool {
     match wanted.strip_prefix("./") {
-        Some(tail) => path.ends_with(tail),
-        None if wanted.contains('/') => path.ends_with(wanted),
+        Some(tail) => ends_with_tail(path, tail),
+        None if wanted.contains('/') => ends_with_tail(path, wanted),
         None => name_matches(&path.file_name().unwrap_or_default().to_string_lossy(), wanted),
     }
+}
+
+/// Whether `path` ends with the parts of `tail`, its last a name pattern ([`name_matches`]:
+/// `mise/config.*.toml`).
+fn ends_with_tail(path: &Path, tail: &str) -> bool {
+    let tail = Path::new(tail);
+    let (Some(name), Some(wanted)) = (path.file_name(), tail.file_name()) else { return false };
+    name_matches(&name.to_string_lossy(), &wanted.to_string_lossy())
+        && path.parent().is_some_and(|dir| dir.ends_with(tail.parent().unwrap_or(Path::new(""))))
 }
 
 /// Entries looked at below each trusted scope for the names a tool runs there, at launch and at exit.
@@ -1156,8 +1166,25 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<Pat
         let (paths, names): (Vec<&str>, Vec<&str>) =
             names.iter().map(|name| name.as_ref()).partition(|name| name.contains('/'));
         let below = |dir: &Path, found: &mut Vec<PathBuf>| {
-            let there = paths.iter().map(|path| dir.join(path.strip_prefix("./").unwrap_or(path)));
-            found.extend(there.filter(|path| std::fs::symlink_metadata(path).is_ok()));
+            for path in &paths {
+                let path = dir.join(path.strip_prefix("./").unwrap_or(path));
+                let Some(pattern) =
+                    path.file_name().map(|name| name.to_string_lossy()).filter(|name| name.contains('*'))
+                else {
+                    if std::fs::symlink_metadata(&path).is_ok() {
+                        found.push(path);
+                    }
+                    continue;
+                };
+                // A pattern after a directory (`mise/config.*.toml`): that directory's entries.
+                let Some(parent) = path.parent().filter(|parent| parent.is_dir()) else { continue };
+                let entries = std::fs::read_dir(parent).into_iter().flatten().flatten().take(1_000);
+                found.extend(
+                    entries
+                        .filter(|entry| name_matches(&entry.file_name().to_string_lossy(), &pattern))
+                        .map(|entry| entry.path()),
+                );
+            }
         };
         below(scope, &mut found);
         // A link to a directory the walk does not enter, in the scope (`tools -> .git/info/tools`:
@@ -1224,7 +1251,7 @@ const MISE_FILE_NAMES: [&str; 10] = [
     ".mise.*.toml",
     ".tool-versions",
     "./mise/config.toml",
-    "./mise/config.local.toml",
+    "./mise/config.*.toml",
     "./mise/conf.d",
     "./.mise",
     "./.config/mise",
@@ -1484,8 +1511,8 @@ fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
     let mut found: Vec<(PathBuf, &'static str)> = Vec::new();
     for name in CODE_VARIABLES {
         let Some(value) = env.var(name) else { continue };
-        let words = value.split(|c: char| c.is_whitespace() || matches!(c, ':' | '|' | '=' | '"' | '\'' | ';'));
-        for word in words.filter(|word| !word.is_empty()) {
+        for word in named_in_value(name, value) {
+            let word = word.as_ref();
             let path = match word.strip_prefix("~/") {
                 Some(rest) => env.home_dir.join(rest),
                 None if word.starts_with('/') => PathBuf::from(word),
@@ -1520,20 +1547,113 @@ fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
     found
 }
 
+/// The words of a [`CODE_VARIABLES`] value that may name a path: split at blanks, `:`, `|`, `=`,
+/// `;` and quotes; and, whole, what the program itself would take as one name holding a blank
+/// (the thirty-ninth re-attack's reading: `--require "/home/u/my tools/pre.js"`). `NODE_OPTIONS`
+/// as Node splits it ([`node_options_words`], and each option's value after its `=`); any other
+/// value's quoted spans (`-javaagent:"/opt/my agent.jar"`), its `:`-separated entries when a
+/// list of directories, and the whole value when it is one path (`BASH_ENV`, `PYTHONSTARTUP`).
+fn named_in_value<'a>(name: &str, value: &'a str) -> Vec<std::borrow::Cow<'a, str>> {
+    use std::borrow::Cow;
+    let mut words: Vec<Cow<str>> = value
+        .split(|c: char| c.is_whitespace() || matches!(c, ':' | '|' | '=' | '"' | '\'' | ';'))
+        .filter(|word| !word.is_empty())
+        .map(Cow::Borrowed)
+        .collect();
+    let mut whole: Vec<Cow<str>> = Vec::new();
+    if name == "NODE_OPTIONS" {
+        for word in node_options_words(value) {
+            if let Some((_, after)) = word.split_once('=') {
+                whole.push(Cow::Owned(after.to_string()));
+            }
+            whole.push(Cow::Owned(word));
+        }
+    } else {
+        for quote in ['"', '\''] {
+            whole.extend(value.split(quote).skip(1).step_by(2).map(Cow::Borrowed));
+        }
+        if PATH_LIST_VARIABLES.contains(&name) {
+            whole.extend(value.split(':').map(Cow::Borrowed));
+        }
+        if ONE_PATH_VARIABLES.contains(&name) {
+            whole.push(Cow::Borrowed(value));
+        }
+    }
+    // Only a name with a blank in it is new: the others are among the split words.
+    words.extend(whole.into_iter().filter(|word| word.trim() == word.as_ref() && word.contains(char::is_whitespace)));
+    words
+}
+
+/// The [`CODE_VARIABLES`] whose value is a list of directories, `:`-separated.
+const PATH_LIST_VARIABLES: [&str; 7] =
+    ["PYTHONPATH", "PERL5LIB", "PERLLIB", "RUBYLIB", "NODE_PATH", "LD_LIBRARY_PATH", "LD_PRELOAD"];
+
+/// The [`CODE_VARIABLES`] whose whole value is one path.
+const ONE_PATH_VARIABLES: [&str; 16] = [
+    "PYTHONSTARTUP",
+    "BASH_ENV",
+    "ENV",
+    "INPUTRC",
+    "MYVIMRC",
+    "GIT_SSH",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "R_PROFILE_USER",
+    "IPYTHONDIR",
+    "JUPYTER_CONFIG_DIR",
+    "PYTHONUSERBASE",
+    "NPM_CONFIG_USERCONFIG",
+    "GIT_TEMPLATE_DIR",
+    "GIT_EXEC_PATH",
+];
+
+/// `NODE_OPTIONS` split into options as Node splits it (`ParseNodeOptionsEnvVar`): at spaces
+/// outside double quotes, which are taken out; inside them a backslash takes the next character
+/// as it is.
+fn node_options_words(options: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let (mut quoted, mut starts_word) = (false, true);
+    let mut chars = options.chars();
+    while let Some(mut c) = chars.next() {
+        if c == '\\' && quoted {
+            match chars.next() {
+                Some(next) => c = next,
+                // Node refuses the whole value then.
+                None => return Vec::new(),
+            }
+        } else if c == ' ' && !quoted {
+            starts_word = true;
+            continue;
+        } else if c == '"' {
+            quoted = !quoted;
+            continue;
+        }
+        if starts_word || words.is_empty() {
+            words.push(String::new());
+            starts_word = false;
+        }
+        if let Some(word) = words.last_mut() {
+            word.push(c);
+        }
+    }
+    words
+}
+
 /// The modules `NODE_OPTIONS` preloads by a bare name (`dotenv/config`: its package,
-/// `node_modules/dotenv`) or a relative one (`./.pnp.cjs`), as tails found below any directory.
+/// `node_modules/dotenv`) or a relative one (`./.pnp.cjs`, `"./my tools/pre.js"`), as tails found
+/// below any directory.
 fn node_modules_preloaded(env: &LaunchEnv) -> Vec<String> {
     let Some(options) = env.var("NODE_OPTIONS") else { return Vec::new() };
-    let words: Vec<&str> = options.split_whitespace().collect();
+    let words = node_options_words(options);
     let flags = ["-r", "--require", "--import", "--loader", "--experimental-loader"];
     let mut named = Vec::new();
     for (at, word) in words.iter().enumerate() {
         let value = match word.split_once('=') {
             Some((flag, value)) if flags.contains(&flag) => value,
-            _ if flags.contains(word) => words.get(at + 1).copied().unwrap_or_default(),
+            _ if flags.contains(&word.as_str()) => words.get(at + 1).map(String::as_str).unwrap_or_default(),
             _ => continue,
         };
-        let value = value.trim_matches(|c| c == '"' || c == '\'');
         if value.is_empty() || value.starts_with(['/', '~', '$']) || value.contains(':') {
             continue;
         }
@@ -2663,6 +2783,7 @@ mod tests {
         for file in ["python/startup.py", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar", "build/lib/x.so"]
             .into_iter()
             .chain(["node_modules/dotenv/config.js", ".pnp.cjs", "helpers.js", "up.js"])
+            .chain(["my tools/pre.js", "my mods/m.js", "my inputrc", "my agent.jar", "my libs/libx.so"])
         {
             std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
             std::fs::write(repo.join(file), "x").unwrap();
@@ -2678,11 +2799,16 @@ mod tests {
                 "NODE_OPTIONS",
                 format!(
                     "--max-old-space-size=4096 --require {} -r dotenv/config --require ./.pnp.cjs --import=@sc/pkg/reg \
-                     --require={} -r ../../up.js",
+                     --require={} -r ../../up.js --require \"{}\" -r \"./my mods/m.js\"",
                     at("node/hook.js"),
-                    at("preload.js")
+                    at("preload.js"),
+                    at("my tools/pre.js")
                 ),
             ),
+            // Names holding a blank, as each program takes them (the thirty-ninth re-attack's reading).
+            ("INPUTRC", at("my inputrc")),
+            ("_JAVA_OPTIONS", format!("-javaagent:\"{}\"", at("my agent.jar"))),
+            ("LD_PRELOAD", at("my libs/libx.so")),
             ("BASH_ENV", at("bash_env")),
             ("LESSOPEN", format!("|{} %s", at("bin/lesspipe.sh"))),
             ("EDITOR", "vim".to_string()),
@@ -2695,13 +2821,14 @@ mod tests {
         // The start-up script's directory too: it reads what lies beside it (G21), as does any
         // file such a variable names (H26: `node/`, `bin/`); a directory named is itself kept.
         let protected = ["python/startup.py", "python", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"];
-        for protected in protected.into_iter().chain(["build/lib", "node", "bin"]) {
+        let with_blanks = ["my tools/pre.js", "my inputrc", "my agent.jar", "my libs/libx.so"];
+        for protected in protected.into_iter().chain(["build/lib", "node", "bin"]).chain(with_blanks) {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(!access.read_only.contains(&repo.join("build")), "{:?}", access.read_only);
         // I6: modules preloaded by a bare or a relative name, kept at any depth; what a preloaded
         // file at the top loads beside it.
-        for kept in ["node_modules/dotenv", ".pnp.cjs", "helpers.js", "preload.js", "up.js"] {
+        for kept in ["node_modules/dotenv", ".pnp.cjs", "helpers.js", "preload.js", "up.js", "my mods/m.js"] {
             assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("lazy.js")), "{:?}", access.watched);
@@ -2963,6 +3090,19 @@ mod tests {
         assert!(access.read_only.contains(&repo.join("mise.dev.toml")), "{:?}", access.read_only);
         std::fs::write(repo.join(".mise.ci.toml"), "").unwrap();
         assert!(trusted_files_in(&access.trusted).contains(&repo.join(".mise.ci.toml")));
+        // In a `mise/` directory (the thirty-ninth re-attack's reading): there at launch, read in;
+        // made later, found.
+        std::fs::create_dir_all(repo.join("mise")).unwrap();
+        std::fs::write(repo.join("mise/config.dev.toml"), "[env]\n_.source = \"scripts/dev.sh\"\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo.join("mise/config.dev.toml")), "{:?}", access.read_only);
+        assert!(access.watched.contains(&repo.join("scripts/dev.sh")), "{:?}", access.watched);
+        std::fs::write(repo.join("mise/config.ci.local.toml"), "").unwrap();
+        std::fs::write(repo.join("mise/notes.toml"), "").unwrap();
+        let found = trusted_files_in(&access.trusted);
+        assert!(found.contains(&repo.join("mise/config.ci.local.toml")), "{found:?}");
+        assert!(!found.contains(&repo.join("mise/notes.toml")), "{found:?}");
+        std::fs::remove_dir_all(repo.join("mise")).unwrap();
         // G6: `trusted_config_paths`, no link at all.
         std::fs::remove_file(trust.join("code-repo-5ccd23d9ac277034")).unwrap();
         std::fs::create_dir_all(home.join(".config/mise")).unwrap();

@@ -694,6 +694,77 @@ pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
     Some(git_dir.join(std::ffi::OsStr::from_bytes(as_git_reads(&named))))
 }
 
+/// The object directories `objects` borrows from (its `info/alternates`, as `git clone
+/// --reference` or `--shared` leaves it), and theirs in turn to git's depth of five: git reads
+/// objects and a commit graph from each as from its own. Each line a path, relative to the
+/// directory it borrows for, C-quoted when it starts with `"`; `#` starts a comment.
+pub fn alternate_object_dirs(objects: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut level = vec![objects.to_path_buf()];
+    for _ in 0..5 {
+        let mut next = Vec::new();
+        for dir in &level {
+            let Ok(text) = read_limited(&dir.join("info/alternates"), true) else { continue };
+            for line in text.split(|&byte| byte == b'\n') {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if line.is_empty() || line[0] == b'#' {
+                    continue;
+                }
+                let named = match line.strip_prefix(b"\"") {
+                    Some(quoted) => unquoted(quoted),
+                    None => line.to_vec(),
+                };
+                let path = super::repositories::without_dot_dots(&dir.join(std::ffi::OsStr::from_bytes(&named)));
+                if path != objects && !found.contains(&path) && found.len() < 64 {
+                    found.push(path.clone());
+                    next.push(path);
+                }
+            }
+        }
+        level = next;
+    }
+    found
+}
+
+/// A C-quoted name after its opening quote, as git writes one (`\\`, `\"`, `\n`, `\t`, `\ooo`),
+/// up to its closing quote.
+fn unquoted(quoted: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(quoted.len());
+    let mut bytes = quoted.iter().copied().peekable();
+    while let Some(byte) = bytes.next() {
+        match byte {
+            b'"' => break,
+            b'\\' => match bytes.next() {
+                Some(b'n') => out.push(b'\n'),
+                Some(b't') => out.push(b'\t'),
+                Some(b'r') => out.push(b'\r'),
+                Some(b'a') => out.push(0x07),
+                Some(b'b') => out.push(0x08),
+                Some(b'f') => out.push(0x0c),
+                Some(b'v') => out.push(0x0b),
+                Some(digit @ b'0'..=b'3') => {
+                    let mut value = u32::from(digit - b'0');
+                    for _ in 0..2 {
+                        match bytes.peek() {
+                            Some(next @ b'0'..=b'7') => {
+                                value = value * 8 + u32::from(next - b'0');
+                                bytes.next();
+                            }
+                            _ => break,
+                        }
+                    }
+                    out.push(value as u8);
+                }
+                Some(other) => out.push(other),
+                None => break,
+            },
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// Git's mode for a submodule (a "gitlink") in its index.
 const GITLINK: u32 = 0o160000;
 /// Longer names than git's own limit end the read (an index without a name's end is not git's).

