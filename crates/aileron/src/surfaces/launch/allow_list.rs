@@ -484,7 +484,10 @@ pub fn write_access(
         }
         // Said of the repository as a whole where all of it is kept (`startup_repositories`).
         let in_tree = tree_paths.iter().any(|tree| real.starts_with(tree));
-        if !in_tree && access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
+        // A name kept where nothing is yet is only watched: nothing to say (every root keeps
+        // gdb's, vim's and lldb's names).
+        let there = std::fs::symlink_metadata(&real).is_ok();
+        if there && !in_tree && access.writable.iter().any(|dir| real.starts_with(dir) && real != *dir) {
             // Named once where the name is where it is (what a start-up file reads in).
             let named = if path == real {
                 super::shown(&path)
@@ -1056,8 +1059,10 @@ const GDB_TRUSTED: [&str; 4] = [".gdbinit", "*-gdb.py", "*-gdb.gdb", "*-gdb.scm"
 
 /// What gdb, vim, Neovim and lldb run from the directory they start in, where the user's settings
 /// let them ([`trusted_project_files`]: kept in every root whatever the settings say).
-const PROJECT_START_UP_FILES: [&str; 8] =
-    [".gdbinit", ".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc", ".lldbinit"];
+/// And mise's `.miserc.toml`, read in any directory without trust, which renames the configs and
+/// version files mise reads there (the fortieth re-attack's L6, L10).
+const PROJECT_START_UP_FILES: [&str; 9] =
+    [".gdbinit", ".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc", ".lldbinit", ".miserc.toml"];
 
 /// Whether a file's name is `wanted`, or matches it where it holds one `*` (`mise.*.toml`).
 pub fn name_matches(name: &str, wanted: &str) -> bool {
@@ -1146,16 +1151,33 @@ pub fn trusted_files_in(scopes: &[(PathBuf, Names)]) -> Vec<PathBuf> {
 /// re-attack's H11 filled a directory with 20,001 files ahead of the one it planted in): what is
 /// past the budget is not known, and the caller says so.
 pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let (mut found, mut cut_short) = (Vec::new(), Vec::new());
+    trusted_files_of_sets(&[scopes]).pop().unwrap_or_default()
+}
+
+/// [`trusted_files_told`] for several sets of scopes (at most 64) in one walk a directory (the
+/// exit looks for the trusted files and the `.tool-versions` below the workspace: one walk of a
+/// large tree, not two): for each set, the files its names found and its scopes the budget cut
+/// short.
+pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<(Vec<PathBuf>, Vec<PathBuf>)> {
+    // Each name wanted in a directory, with the sets that want it (a bit a set).
+    type Wanted<'a> = Vec<(&'a str, u64)>;
+    let (mut found, mut cut_short): (Vec<(PathBuf, u64)>, Vec<(PathBuf, u64)>) = (Vec::new(), Vec::new());
     // One walk a directory, for all the names wanted there.
-    let mut merged: std::collections::BTreeMap<&PathBuf, Names> = std::collections::BTreeMap::new();
-    for (scope, names) in scopes {
-        let wanted = merged.entry(scope).or_default();
-        wanted.extend(names.iter().filter(|name| !wanted.contains(name)).cloned().collect::<Vec<_>>());
+    let mut merged: std::collections::BTreeMap<&PathBuf, Wanted> = std::collections::BTreeMap::new();
+    for (set, scopes) in sets.iter().enumerate().take(64) {
+        for (scope, names) in scopes.iter() {
+            let wanted = merged.entry(scope).or_default();
+            for name in names {
+                match wanted.iter_mut().find(|(known, _)| *known == name.as_ref()) {
+                    Some((_, bits)) => *bits |= 1 << set,
+                    None => wanted.push((name.as_ref(), 1 << set)),
+                }
+            }
+        }
     }
     for (scope, names) in merged {
         // gdb's scripts lie beside what a build makes: its output is entered for them.
-        let in_builds = names.iter().any(|name| name.contains("-gdb."));
+        let in_builds = names.iter().any(|(name, _)| name.contains("-gdb."));
         let entered = |entry: &std::fs::DirEntry| {
             let name = entry.file_name();
             let skipped = if in_builds { &[][..] } else { &["target", ".venv"][..] };
@@ -1163,16 +1185,15 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<Pat
         };
         // A path (`.venv/bin/activate`) is looked for below each directory, without entering
         // what it goes through (a `.venv` holds thousands of files).
-        let (paths, names): (Vec<&str>, Vec<&str>) =
-            names.iter().map(|name| name.as_ref()).partition(|name| name.contains('/'));
-        let below = |dir: &Path, found: &mut Vec<PathBuf>| {
-            for path in &paths {
+        let (paths, names): (Wanted, Wanted) = names.into_iter().partition(|(name, _)| name.contains('/'));
+        let below = |dir: &Path, found: &mut Vec<(PathBuf, u64)>| {
+            for (path, bits) in &paths {
                 let path = dir.join(path.strip_prefix("./").unwrap_or(path));
                 let Some(pattern) =
                     path.file_name().map(|name| name.to_string_lossy()).filter(|name| name.contains('*'))
                 else {
                     if std::fs::symlink_metadata(&path).is_ok() {
-                        found.push(path);
+                        found.push((path, *bits));
                     }
                     continue;
                 };
@@ -1182,7 +1203,7 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<Pat
                 found.extend(
                     entries
                         .filter(|entry| name_matches(&entry.file_name().to_string_lossy(), &pattern))
-                        .map(|entry| entry.path()),
+                        .map(|entry| (entry.path(), *bits)),
                 );
             }
         };
@@ -1194,10 +1215,16 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<Pat
         let mut linked: Vec<PathBuf> = Vec::new();
         let visit = |entry: &std::fs::DirEntry,
                      kind: std::fs::FileType,
-                     found: &mut Vec<PathBuf>,
+                     found: &mut Vec<(PathBuf, u64)>,
                      linked: &mut Vec<PathBuf>| {
-            if names.iter().any(|wanted| name_matches(&entry.file_name().to_string_lossy(), wanted)) {
-                found.push(entry.path());
+            // The name read once an entry (a walk meets 100,000 of them, each held against every
+            // name wanted).
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let bits =
+                names.iter().filter(|(wanted, _)| name_matches(&name, wanted)).fold(0, |all, (_, bits)| all | bits);
+            if bits != 0 {
+                found.push((entry.path(), bits));
             }
             if kind.is_dir() && !paths.is_empty() {
                 below(&entry.path(), found);
@@ -1232,12 +1259,18 @@ pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<Pat
             );
         }
         if !whole {
-            cut_short.push(scope.clone());
+            let bits = paths.iter().chain(&names).fold(0, |all, (_, bits)| all | bits);
+            cut_short.push((scope.clone(), bits));
         }
     }
-    found.sort();
-    found.dedup();
-    (found, cut_short)
+    let of_set = |listed: &[(PathBuf, u64)], set: usize| -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> =
+            listed.iter().filter(|(_, bits)| bits & (1 << set) != 0).map(|(path, _)| path.clone()).collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    };
+    (0..sets.len().min(64)).map(|set| (of_set(&found, set), of_set(&cut_short, set))).collect()
 }
 
 /// The names of mise's config files in any directory of a trusted one, an environment's among them.
@@ -1440,7 +1473,7 @@ fn start_up_modules(dir: &Path, tags: &[String]) -> Vec<PathBuf> {
 /// re-attack's C3: with `PYTHONSTARTUP`, `PYTHONPATH`, `NODE_OPTIONS`, `BASH_ENV`, `LESSOPEN`
 /// naming files of a dotfiles workspace, every later `python3`, `node`, script and `less` of the
 /// user's ran what the agent wrote there).
-pub const CODE_VARIABLES: [&str; 41] = [
+pub const CODE_VARIABLES: [&str; 54] = [
     "PYTHONSTARTUP",
     "PYTHONPATH",
     "NODE_OPTIONS",
@@ -1488,6 +1521,24 @@ pub const CODE_VARIABLES: [&str; 41] = [
     "LD_LIBRARY_PATH",
     "GIT_TEMPLATE_DIR",
     "GIT_EXEC_PATH",
+    // Programs and configs that run code, missed before (the fortieth re-attack's L7: `git diff`
+    // ran a `GIT_EXTERNAL_DIFF` of a dotfiles workspace): git's diff and sequence editor,
+    // `sudoedit`'s editor, the prompt's and `rg`'s configs (their commands), Lua's and OpenSSL's
+    // start-up, Mercurial's configs (hooks), Python's home, the compilers cargo and make run, Go's
+    // flags (`-toolexec=`).
+    "GIT_EXTERNAL_DIFF",
+    "GIT_SEQUENCE_EDITOR",
+    "SUDO_EDITOR",
+    "STARSHIP_CONFIG",
+    "RIPGREP_CONFIG_PATH",
+    "LUA_INIT",
+    "OPENSSL_CONF",
+    "HGRCPATH",
+    "PYTHONHOME",
+    "RUSTC_WRAPPER",
+    "CC",
+    "CXX",
+    "GOFLAGS",
 ];
 
 /// What [`CODE_VARIABLES`] name: each absolute path in their values (after `~/`, split at blanks,
@@ -1556,7 +1607,7 @@ fn code_named_by_environment(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
 fn named_in_value<'a>(name: &str, value: &'a str) -> Vec<std::borrow::Cow<'a, str>> {
     use std::borrow::Cow;
     let mut words: Vec<Cow<str>> = value
-        .split(|c: char| c.is_whitespace() || matches!(c, ':' | '|' | '=' | '"' | '\'' | ';'))
+        .split(|c: char| c.is_whitespace() || matches!(c, ':' | '|' | '=' | '"' | '\'' | ';' | '@'))
         .filter(|word| !word.is_empty())
         .map(Cow::Borrowed)
         .collect();
@@ -1585,11 +1636,16 @@ fn named_in_value<'a>(name: &str, value: &'a str) -> Vec<std::borrow::Cow<'a, st
 }
 
 /// The [`CODE_VARIABLES`] whose value is a list of directories, `:`-separated.
-const PATH_LIST_VARIABLES: [&str; 7] =
-    ["PYTHONPATH", "PERL5LIB", "PERLLIB", "RUBYLIB", "NODE_PATH", "LD_LIBRARY_PATH", "LD_PRELOAD"];
+const PATH_LIST_VARIABLES: [&str; 8] =
+    ["PYTHONPATH", "PERL5LIB", "PERLLIB", "RUBYLIB", "NODE_PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "HGRCPATH"];
 
 /// The [`CODE_VARIABLES`] whose whole value is one path.
-const ONE_PATH_VARIABLES: [&str; 16] = [
+const ONE_PATH_VARIABLES: [&str; 21] = [
+    "STARSHIP_CONFIG",
+    "RIPGREP_CONFIG_PATH",
+    "OPENSSL_CONF",
+    "PYTHONHOME",
+    "RUSTC_WRAPPER",
     "PYTHONSTARTUP",
     "BASH_ENV",
     "ENV",
@@ -1657,8 +1713,18 @@ fn node_modules_preloaded(env: &LaunchEnv) -> Vec<String> {
         if value.is_empty() || value.starts_with(['/', '~', '$']) || value.contains(':') {
             continue;
         }
-        if let Some(relative) = value.strip_prefix("./") {
+        // A relative name as Node resolves it: the name, then with each extension it tries, then
+        // as a directory's `index` (the fortieth re-attack's L11: `--require ./preload` ran
+        // `preload.js`).
+        let mut as_node_tries = |relative: &str| {
             named.push(relative.to_string());
+            let last = relative.rsplit('/').next().unwrap_or(relative);
+            if !last.contains('.') {
+                named.extend(NODE_TRIES.iter().map(|suffix| format!("{relative}{suffix}")));
+            }
+        };
+        if let Some(relative) = value.strip_prefix("./") {
+            as_node_tries(relative);
         } else if value.starts_with("../") {
             // From a directory above where `node` runs: below some directory, at any depth (the
             // thirty-eighth re-attack's J8).
@@ -1666,7 +1732,7 @@ fn node_modules_preloaded(env: &LaunchEnv) -> Vec<String> {
             while let Some(rest) = relative.strip_prefix("../") {
                 relative = rest;
             }
-            named.push(relative.to_string());
+            as_node_tries(relative);
         } else {
             let parts: Vec<&str> = value.split('/').collect();
             let package = if value.starts_with('@') {
@@ -1679,6 +1745,10 @@ fn node_modules_preloaded(env: &LaunchEnv) -> Vec<String> {
     }
     named
 }
+
+/// What Node tries after a relative name without an extension: the file with each extension,
+/// then the directory's index.
+const NODE_TRIES: [&str; 6] = [".js", ".cjs", ".mjs", ".json", ".node", "/index.js"];
 
 /// The files a JavaScript file loads by a relative name (`require('./helpers')`, `import x from
 /// '../lib/x.js'`, `import('./y')`), each as the file and the names Node tries for it.
@@ -2784,6 +2854,7 @@ mod tests {
             .into_iter()
             .chain(["node_modules/dotenv/config.js", ".pnp.cjs", "helpers.js", "up.js"])
             .chain(["my tools/pre.js", "my mods/m.js", "my inputrc", "my agent.jar", "my libs/libx.so"])
+            .chain(["web/boot.js", "diffwrap.sh", "prompt/starship.toml"])
         {
             std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
             std::fs::write(repo.join(file), "x").unwrap();
@@ -2799,7 +2870,7 @@ mod tests {
                 "NODE_OPTIONS",
                 format!(
                     "--max-old-space-size=4096 --require {} -r dotenv/config --require ./.pnp.cjs --import=@sc/pkg/reg \
-                     --require={} -r ../../up.js --require \"{}\" -r \"./my mods/m.js\"",
+                     --require={} -r ../../up.js --require \"{}\" -r \"./my mods/m.js\" -r ./boot",
                     at("node/hook.js"),
                     at("preload.js"),
                     at("my tools/pre.js")
@@ -2809,6 +2880,9 @@ mod tests {
             ("INPUTRC", at("my inputrc")),
             ("_JAVA_OPTIONS", format!("-javaagent:\"{}\"", at("my agent.jar"))),
             ("LD_PRELOAD", at("my libs/libx.so")),
+            // L7: more that run code.
+            ("GIT_EXTERNAL_DIFF", at("diffwrap.sh")),
+            ("STARSHIP_CONFIG", at("prompt/starship.toml")),
             ("BASH_ENV", at("bash_env")),
             ("LESSOPEN", format!("|{} %s", at("bin/lesspipe.sh"))),
             ("EDITOR", "vim".to_string()),
@@ -2821,8 +2895,9 @@ mod tests {
         // The start-up script's directory too: it reads what lies beside it (G21), as does any
         // file such a variable names (H26: `node/`, `bin/`); a directory named is itself kept.
         let protected = ["python/startup.py", "python", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"];
-        let with_blanks = ["my tools/pre.js", "my inputrc", "my agent.jar", "my libs/libx.so"];
-        for protected in protected.into_iter().chain(["build/lib", "node", "bin"]).chain(with_blanks) {
+        let with_blanks = ["my tools/pre.js", "my inputrc", "my agent.jar", "my libs/libx.so", "diffwrap.sh"];
+        let more = ["prompt/starship.toml", "prompt"];
+        for protected in protected.into_iter().chain(["build/lib", "node", "bin"]).chain(with_blanks).chain(more) {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }
         assert!(!access.read_only.contains(&repo.join("build")), "{:?}", access.read_only);
@@ -2832,6 +2907,8 @@ mod tests {
             assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("lazy.js")), "{:?}", access.watched);
+        // L11: a relative preload without an extension, as Node finds it (`boot.js`), at any depth.
+        assert!(access.read_only.contains(&repo.join("web/boot.js")), "{:?}", access.read_only);
         std::fs::create_dir_all(repo.join("svc/node_modules/@sc/pkg")).unwrap();
         let made = trusted_files_in(&access.trusted);
         assert!(made.contains(&repo.join("svc/node_modules/@sc/pkg")), "{made:?}");
@@ -3007,6 +3084,42 @@ mod tests {
         std::fs::write(home.join(".bashrc"), "source ~/dotfiles/os/$(uname -s).sh\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &dotfiles, &[], &temp_dir, &[]).unwrap();
         assert!(!access.read_only.contains(&dotfiles), "{:?}", access.read_only);
+    }
+
+    /// Sets of scopes looked through in one walk a directory: each set gets what its own names
+    /// found in its own scopes, as a walk of its own would.
+    #[test]
+    fn sets_of_scopes_walked_once_get_their_own_files() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().to_path_buf();
+        for file in ["a/.envrc", "a/b/.tool-versions", ".tool-versions", "x/.envrc", "a/mise/config.dev.toml"] {
+            std::fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
+            std::fs::write(root.join(file), "").unwrap();
+        }
+        let trusted = vec![(root.clone(), static_names(&[".envrc", "./mise/config.*.toml"]))];
+        let versions =
+            vec![(root.join("a"), static_names(&[".tool-versions"])), (root.clone(), static_names(&["*.toml"]))];
+        let sets = trusted_files_of_sets(&[&trusted, &versions]);
+        let at = |files: &[&str]| files.iter().map(|file| root.join(file)).collect::<Vec<_>>();
+        assert_eq!(sets[0].0, at(&["a/.envrc", "a/mise/config.dev.toml", "x/.envrc"]));
+        assert_eq!(sets[1].0, at(&["a/b/.tool-versions", "a/mise/config.dev.toml"]));
+        assert_eq!(sets, vec![trusted_files_told(&trusted), trusted_files_told(&versions)]);
+    }
+
+    /// A plain repository in a plain home: nothing said at launch. Stop 104 said each start-up
+    /// name it keeps in every root and the agent's own directories, there or not (24 notes at
+    /// every launch); one that is there is said.
+    #[test]
+    fn a_plain_workspace_has_nothing_said_at_launch() {
+        let (_temp, home, repo) = home_and_repo();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert_eq!(access.notes, Vec::<String>::new());
+        assert!(access.watched.contains(&repo.join(".gdbinit")), "{:?}", access.watched);
+        std::fs::write(repo.join(".gdbinit"), "source x.py\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        let said = format!("{}, in what the agent may write", super::super::shown(&repo.join(".gdbinit")));
+        assert!(access.notes.iter().any(|note| note.starts_with(&said)), "{:?}", access.notes);
     }
 
     /// The thirty-fourth re-attack's F11: `mise trust` of the project launched in, and the agent's

@@ -495,6 +495,17 @@ pub fn names_a_strategy_path(file: &Path) -> bool {
 /// The todo list of a rebase in progress in a git directory.
 pub const REBASE_TODO: &str = "rebase-merge/git-rebase-todo";
 
+/// The repository's own ignore patterns, beside the worktree's `.gitignore` files but never seen
+/// in `git status` (the fortieth re-attack's L8 hid a new `tests/conftest.py` there).
+pub fn info_exclude(git_dir: &Path) -> PathBuf {
+    common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf()).join("info/exclude")
+}
+
+/// Whether a line of an ignore file is a pattern (not blank, not a comment).
+pub fn is_a_pattern(line: &str) -> bool {
+    !line.trim().is_empty() && !line.starts_with('#')
+}
+
 /// Whether a step of a rebase's todo list runs a command (git's `exec`, `x`): the agent stops a
 /// rebase (`break`) and appends `exec …`, and the user's `git rebase --continue` ran it outside
 /// the launch (the thirty-fourth re-attack's F9).

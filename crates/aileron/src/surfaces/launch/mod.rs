@@ -1268,6 +1268,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .iter()
         .map(|dir| (dir.clone(), planted::lines_that_run(&todo(dir), git::runs_a_command)))
         .collect();
+    // And the repository's own ignore patterns (L8).
+    let excluded_at_launch: HashMap<PathBuf, Vec<String>> = existing_git_dirs
+        .iter()
+        .map(|dir| (git::info_exclude(dir), planted::lines_that_run(&git::info_exclude(dir), git::is_a_pattern)))
+        .collect();
     // Every `.tool-versions` below the workspace (mise and asdf read the one of the directory the
     // user is in and those above it: the thirty-fifth re-attack's G7).
     let tool_version_scopes: Vec<(PathBuf, allow_list::Names)> =
@@ -1338,11 +1343,13 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     planted::move_all(&left, &[], &quarantine, &mut quarantined);
     // A project file the user's gdb, vim, lldb or direnv runs unasked, made anywhere below where
     // their settings trust it while the agent ran (the thirty-fifth re-attack's G3).
-    let (made_trusted, cut_short) = allow_list::trusted_files_told(&trusted_scopes);
+    // And each `.tool-versions` below the workspace: one walk for both.
+    let mut walked = allow_list::trusted_files_of_sets(&[&trusted_scopes, &tool_version_scopes]).into_iter();
+    let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
+        (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let made_trusted: Vec<PathBuf> =
         made_trusted.into_iter().filter(|file| !trusted_at_launch.contains(file)).collect();
     planted::move_all(&made_trusted, &[], &quarantine, &mut quarantined);
-    let (tool_versions, versions_cut_short) = allow_list::trusted_files_told(&tool_version_scopes);
     // Said where the look went through everything at launch: the agent made it too large (the
     // thirty-sixth re-attack's H11). A tree already too large then is not said at every exit.
     let grown: Vec<&PathBuf> =
@@ -1372,6 +1379,11 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .filter(|file| git::names_a_strategy_path(file))
         .collect();
     planted::move_all(&strategies, &[], &quarantine, &mut quarantined);
+    // A `git am` left in progress, and conflict resolutions recorded for rerere, made in the
+    // session: git applies them at the user's `am --continue` or next conflicting merge (the
+    // fortieth re-attack's L4, L5). Moved aside.
+    let git_dirs: Vec<PathBuf> = existing_git_dirs.iter().chain(&made_git_dirs).cloned().collect();
+    planted::move_all(&indexes_at_launch.replayed_state(&git_dirs), &[], &quarantine, &mut quarantined);
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
@@ -1395,6 +1407,29 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             agent.name(),
             taken.taken.join("; "),
             shown(&taken.file),
+            taken.kept_where()
+        );
+        lines_taken_out.push(taken.file);
+    }
+    // Patterns the agent added to a repository's own ignore list hide what it made from `git
+    // status` (the fortieth re-attack's L8: a new `tests/conftest.py`, which `pytest` runs):
+    // taken out, so the user sees the files.
+    let mut excludes: Vec<PathBuf> =
+        existing_git_dirs.iter().chain(&made_git_dirs).map(|dir| git::info_exclude(dir)).collect();
+    excludes.sort();
+    excludes.dedup();
+    for (n, file) in excludes.iter().enumerate() {
+        let known = excluded_at_launch.get(file).map(Vec::as_slice).unwrap_or_default();
+        let kept_as = format!("{n}-info-exclude");
+        let Some(taken) = planted::take_out_lines(file, git::is_a_pattern, known, &quarantine, &kept_as) else {
+            continue;
+        };
+        log_line!(
+            "aileron: warning: {} added to {} patterns that hide files from `git status` ({}): taken out, left as \
+             comments, so what they hid shows; {}\nhint: look at what `git status` now shows before you run it",
+            agent.name(),
+            shown(&taken.file),
+            taken.taken.join("; "),
             taken.kept_where()
         );
         lines_taken_out.push(taken.file);
