@@ -726,7 +726,8 @@ pub fn alternate_object_dirs(objects: &Path) -> Vec<PathBuf> {
                     Some(quoted) => unquoted(quoted),
                     None => line.to_vec(),
                 };
-                let path = super::repositories::without_dot_dots(&dir.join(std::ffi::OsStr::from_bytes(&named)));
+                // (As named: the caller takes out the `..`s.)
+                let path = dir.join(std::ffi::OsStr::from_bytes(&named));
                 if path != objects && !found.contains(&path) && found.len() < 64 {
                     found.push(path.clone());
                     next.push(path);

@@ -756,7 +756,13 @@ mod objects {
             // the agent can write is looked through as the repository's (the thirty-ninth
             // re-attack's reading).
             let mut dirs = vec![dir.clone()];
-            dirs.extend(git::alternate_object_dirs(&dir));
+            dirs.extend(
+                git::alternate_object_dirs(&dir)
+                    .iter()
+                    .map(|alternate| super::super::repositories::without_dot_dots(alternate)),
+            );
+            let mut seen = std::collections::HashSet::new();
+            dirs.retain(|dir| seen.insert(dir.clone()));
             let packs_changed = dirs.iter().any(|dir| {
                 let packs = std::fs::read_dir(dir.join("pack")).into_iter().flatten().flatten().take(100_000);
                 changed(&dir.join("info/alternates"))
