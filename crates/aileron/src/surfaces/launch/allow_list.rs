@@ -72,6 +72,9 @@ pub struct WriteAccess {
     pub trusted_files: Vec<PathBuf>,
     /// The scopes too large to look through whole at launch.
     pub trusted_cut_short: Vec<PathBuf>,
+    /// The version files mise and asdf read ([`VERSION_FILES`])
+    /// below the workspace and its worktrees at launch, found in the same walk as the trusted files.
+    pub version_files: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -358,7 +361,16 @@ pub fn write_access(
     // ./.pnp.cjs`) is found from whatever directory the user runs `node` in (the thirty-seventh
     // re-attack's I6): kept at any depth, as a name after an unknown variable is.
     access.trusted.extend(tail_scopes(&node_modules_preloaded(env), &roots_worked_in, true).0);
-    (access.trusted_files, access.trusted_cut_short) = trusted_files_told(&access.trusted);
+    // And every version file below the workspace, in the same walk (mise and asdf read the one of
+    // the directory the user is in and those above it: the thirty-fifth re-attack's G7).
+    let worked_in = access.workspace.iter().chain(access.worktrees.iter().map(|(_, worktree)| worktree));
+    let version_scopes: Vec<(PathBuf, Names)> =
+        worked_in.map(|dir| (dir.clone(), static_names(&VERSION_FILES))).collect();
+    let mut walked = trusted_files_of_sets(&[&access.trusted, &version_scopes]).into_iter();
+    let ((trusted_files, mut cut_short), (version_files, versions_cut_short)) =
+        (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
+    cut_short.extend(versions_cut_short.into_iter().filter(|scope| !cut_short.contains(scope)).collect::<Vec<_>>());
+    (access.trusted_files, access.trusted_cut_short, access.version_files) = (trusted_files, cut_short, version_files);
     // A tree too large to look through whole at launch is said (the thirty-eighth re-attack's J6:
     // past the look, what the agent makes is not found at the end either).
     for scope in &access.trusted_cut_short {
@@ -1272,6 +1284,26 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<(Vec<PathBuf>,
     };
     (0..sets.len().min(64)).map(|set| (of_set(&found, set), of_set(&cut_short, set))).collect()
 }
+
+/// The version files mise (and asdf, nvm, pyenv, rbenv) read in the directory the user is in and
+/// those above, a `path:` version running a tool from a directory (the thirty-fifth re-attack's
+/// G17: `.nvmrc`, `.node-version`; the fortieth's L9: mise's other idiomatic version files).
+pub const VERSION_FILES: [&str; 14] = [
+    ".tool-versions",
+    ".nvmrc",
+    ".node-version",
+    ".python-version",
+    ".ruby-version",
+    ".bun-version",
+    ".go-version",
+    ".java-version",
+    ".sdkmanrc",
+    ".python-versions",
+    ".yvmrc",
+    ".zig-version",
+    ".crystal-version",
+    ".exenv-version",
+];
 
 /// The names of mise's config files in any directory of a trusted one, an environment's among them.
 /// Its config directories too, at any depth (`.config/mise/config.local.toml`, `mise/conf.d/*.toml`:

@@ -926,6 +926,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut workspace_dirs: Vec<PathBuf> = Vec::new();
     // Where the user's tools run a project's own files, and those there at launch (G3).
     let (mut trusted_scopes, mut trusted_at_launch, mut cut_short_at_launch) = (Vec::new(), Vec::new(), Vec::new());
+    let mut version_files_at_launch: Vec<PathBuf> = Vec::new();
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
@@ -980,6 +981,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         trusted_scopes.clone_from(&access.trusted);
         trusted_at_launch.clone_from(&access.trusted_files);
         cut_short_at_launch.clone_from(&access.trusted_cut_short);
+        version_files_at_launch.clone_from(&access.version_files);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -1276,10 +1278,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // Every `.tool-versions` below the workspace (mise and asdf read the one of the directory the
     // user is in and those above it: the thirty-fifth re-attack's G7).
     let tool_version_scopes: Vec<(PathBuf, allow_list::Names)> =
-        workspace_dirs.iter().map(|dir| (dir.clone(), allow_list::static_names(&planted::VERSION_FILES))).collect();
-    let (local_tools_at_launch, versions_cut_short_at_launch) = allow_list::trusted_files_told(&tool_version_scopes);
-    cut_short_at_launch.extend(versions_cut_short_at_launch);
-    let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = local_tools_at_launch
+        workspace_dirs.iter().map(|dir| (dir.clone(), allow_list::static_names(&allow_list::VERSION_FILES))).collect();
+    // (Those there at launch were found in the launch's walk for the trusted files.)
+    let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = version_files_at_launch
         .into_iter()
         .map(|file| {
             let lines = planted::lines_that_run(&file, planted::runs_a_local_tool);

@@ -411,26 +411,6 @@ pub fn runs_a_local_tool(line: &str) -> bool {
     line.split_whitespace().any(|version| version.starts_with("path:") || version.contains("=path:"))
 }
 
-/// The version files mise (and asdf, nvm, pyenv, rbenv) read in the directory the user is in and
-/// those above, a `path:` version running a tool from a directory (the thirty-fifth re-attack's
-/// G17: `.nvmrc`, `.node-version`; the fortieth's L9: mise's other idiomatic version files).
-pub const VERSION_FILES: [&str; 14] = [
-    ".tool-versions",
-    ".nvmrc",
-    ".node-version",
-    ".python-version",
-    ".ruby-version",
-    ".bun-version",
-    ".go-version",
-    ".java-version",
-    ".sdkmanrc",
-    ".python-versions",
-    ".yvmrc",
-    ".zig-version",
-    ".crystal-version",
-    ".exenv-version",
-];
-
 /// A file the agent reads as a copy without credentials: the file, its copy, and how to write one.
 pub type Withheld = (PathBuf, PathBuf, super::withheld_config::Format);
 
