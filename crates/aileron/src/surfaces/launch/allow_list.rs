@@ -1505,7 +1505,7 @@ fn start_up_modules(dir: &Path, tags: &[String]) -> Vec<PathBuf> {
 /// re-attack's C3: with `PYTHONSTARTUP`, `PYTHONPATH`, `NODE_OPTIONS`, `BASH_ENV`, `LESSOPEN`
 /// naming files of a dotfiles workspace, every later `python3`, `node`, script and `less` of the
 /// user's ran what the agent wrote there).
-pub const CODE_VARIABLES: [&str; 54] = [
+pub const CODE_VARIABLES: [&str; 59] = [
     "PYTHONSTARTUP",
     "PYTHONPATH",
     "NODE_OPTIONS",
@@ -1571,6 +1571,13 @@ pub const CODE_VARIABLES: [&str; 54] = [
     "CC",
     "CXX",
     "GOFLAGS",
+    // And the forty-first's M5: what every `make` reads in, npm's lowercase spelling of its user
+    // config, git's proxy program, psql's and irb's start-up files.
+    "MAKEFILES",
+    "npm_config_userconfig",
+    "GIT_PROXY_COMMAND",
+    "PSQLRC",
+    "IRBRC",
 ];
 
 /// What [`CODE_VARIABLES`] name: each absolute path in their values (after `~/`, split at blanks,
@@ -1672,7 +1679,10 @@ const PATH_LIST_VARIABLES: [&str; 8] =
     ["PYTHONPATH", "PERL5LIB", "PERLLIB", "RUBYLIB", "NODE_PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "HGRCPATH"];
 
 /// The [`CODE_VARIABLES`] whose whole value is one path.
-const ONE_PATH_VARIABLES: [&str; 21] = [
+const ONE_PATH_VARIABLES: [&str; 24] = [
+    "PSQLRC",
+    "IRBRC",
+    "npm_config_userconfig",
     "STARSHIP_CONFIG",
     "RIPGREP_CONFIG_PATH",
     "OPENSSL_CONF",
@@ -2886,7 +2896,7 @@ mod tests {
             .into_iter()
             .chain(["node_modules/dotenv/config.js", ".pnp.cjs", "helpers.js", "up.js"])
             .chain(["my tools/pre.js", "my mods/m.js", "my inputrc", "my agent.jar", "my libs/libx.so"])
-            .chain(["web/boot.js", "diffwrap.sh", "prompt/starship.toml"])
+            .chain(["web/boot.js", "diffwrap.sh", "prompt/starship.toml", "mk/common.mk"])
         {
             std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
             std::fs::write(repo.join(file), "x").unwrap();
@@ -2915,6 +2925,8 @@ mod tests {
             // L7: more that run code.
             ("GIT_EXTERNAL_DIFF", at("diffwrap.sh")),
             ("STARSHIP_CONFIG", at("prompt/starship.toml")),
+            // M5: what every `make` reads in.
+            ("MAKEFILES", at("mk/common.mk")),
             ("BASH_ENV", at("bash_env")),
             ("LESSOPEN", format!("|{} %s", at("bin/lesspipe.sh"))),
             ("EDITOR", "vim".to_string()),
@@ -2928,7 +2940,7 @@ mod tests {
         // file such a variable names (H26: `node/`, `bin/`); a directory named is itself kept.
         let protected = ["python/startup.py", "python", "node/hook.js", "bash_env", "bin/lesspipe.sh", "agent.jar"];
         let with_blanks = ["my tools/pre.js", "my inputrc", "my agent.jar", "my libs/libx.so", "diffwrap.sh"];
-        let more = ["prompt/starship.toml", "prompt"];
+        let more = ["prompt/starship.toml", "prompt", "mk/common.mk"];
         for protected in protected.into_iter().chain(["build/lib", "node", "bin"]).chain(with_blanks).chain(more) {
             assert!(access.read_only.contains(&repo.join(protected)), "{protected}: {:?}", access.read_only);
         }

@@ -486,10 +486,16 @@ pub fn names_a_strategy_path(file: &Path) -> bool {
     if !file.ends_with("sequencer/opts") {
         return text.contains('/');
     }
-    text.lines().any(|line| {
-        let (key, value) = line.split_once('=').unwrap_or((line, ""));
-        key.trim().eq_ignore_ascii_case("strategy") && value.contains('/')
-    })
+    // Read as git reads a config (a value continued over lines, a key on its section's line: the
+    // forty-first re-attack's M3), and line by line as before.
+    let parsed = parse(&text).iter().any(|entry| {
+        entry.key.eq_ignore_ascii_case("strategy") && entry.value.as_deref().is_some_and(|value| value.contains('/'))
+    });
+    parsed
+        || text.lines().any(|line| {
+            let (key, value) = line.split_once('=').unwrap_or((line, ""));
+            key.trim().eq_ignore_ascii_case("strategy") && value.contains('/')
+        })
 }
 
 /// The todo list of a rebase in progress in a git directory.
@@ -860,6 +866,11 @@ pub(super) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     open_file(path, true)
 }
 
+/// A regular file opened without following a link to it and without waiting (a FIFO there).
+pub(super) fn open_regular_here(path: &Path) -> std::io::Result<std::fs::File> {
+    open_file(path, false)
+}
+
 /// The first [`MAX_CONFIG_BYTES`] of a regular file, through links when `follow`, never waiting.
 pub fn read_limited(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
     read_capped(path, follow, MAX_CONFIG_BYTES)
@@ -1145,6 +1156,12 @@ mod tests {
         assert!(!names_a_strategy_path(&opts));
         std::fs::write(&opts, "[options]\n\tStrategy = \"../x.sh\"\n").unwrap();
         assert!(names_a_strategy_path(&opts));
+        // Git's other spellings (the forty-first re-attack's M3): a value continued over lines, a
+        // key on its section's line.
+        for text in ["[options]\n\tstrategy = ..\\\n/x.sh\n", "[options] strategy = ../x.sh\n"] {
+            std::fs::write(&opts, text).unwrap();
+            assert!(names_a_strategy_path(&opts), "{text}");
+        }
         assert!(!names_a_strategy_path(&git_dir.join("rebase-apply/strategy")), "none there");
     }
 

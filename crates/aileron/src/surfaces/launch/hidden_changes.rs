@@ -1017,7 +1017,14 @@ mod objects {
     /// kept (at most [`MAX_OBJECT_BYTES`]).
     fn inflate(path: &Path, hash_len: usize) -> Inflated {
         use std::io::BufRead as _;
-        let Ok(file) = std::fs::File::open(path) else { return Inflated::Unreadable };
+        // Never waiting on what is there (a FIFO in an object's place held the exit for good: the
+        // forty-first re-attack's M6), and never through a link: git writes neither, so either is
+        // taken for forged.
+        let file = match git::open_regular_here(path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Inflated::Unreadable,
+            Err(_) => return Inflated::Broken,
+        };
         let decoder = flate2::read::ZlibDecoder::new(std::io::BufReader::new(file));
         let mut reader = std::io::BufReader::with_capacity(1 << 16, decoder.take(MAX_CHECKED_BYTES + 64));
         let mut header = Vec::new();
@@ -1447,7 +1454,10 @@ mod tests {
         let not_zlib = repo.join(".git/objects/ab/cdef0123456789abcdef0123456789abcdef01");
         std::fs::create_dir_all(not_zlib.parent().unwrap()).unwrap();
         std::fs::write(&not_zlib, b"not zlib").unwrap();
-        let mut all = vec![file, readme, short, not_zlib];
+        // Not a file at all: a FIFO held the exit for good (the forty-first re-attack's M6).
+        let fifo = repo.join(".git/objects/ab/cdef0123456789abcdef0123456789abcdef02");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let mut all = vec![file, readme, short, not_zlib, fifo];
         all.sort();
         assert_eq!(snapshot.hidden().forged_objects, all);
     }

@@ -359,11 +359,15 @@ fn take_out_gained(file: &Path, known: &mut Vec<super::git::Entry>, quarantine: 
 
 /// The lines of `file` (a plain file, read without following a link) for which `runs` holds.
 pub fn lines_that_run(file: &Path, runs: fn(&str) -> bool) -> Vec<String> {
-    match super::git::read_limited(file, false) {
+    match super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).lines().filter(|line| runs(line)).map(str::to_string).collect(),
         Err(_) => Vec::new(),
     }
 }
+
+/// The most of a file [`take_out_lines`] reads: a todo list, an ignore list or a version file of
+/// the user's is a few KiB.
+const MAX_TAKE_OUT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Takes out of `file` the lines for which `runs` holds that are not among `known` (those at
 /// launch), each left as a comment (`#`, which git's todo lists and `.tool-versions` skip), the
@@ -375,7 +379,23 @@ pub fn take_out_lines(
     quarantine: &Path,
     kept_as: &str,
 ) -> Option<TakenOut> {
-    let bytes = super::git::read_limited(file, false).ok()?;
+    // Read whole, as git and mise read it (the first 4 MiB alone let a line after that much
+    // padding through: the forty-first re-attack's M1), and through a link as they do (M2: a
+    // `.tool-versions` made a link to a file of the agent's), which the file written back
+    // replaces. One too large to read whole is taken out whole.
+    let size = std::fs::metadata(file).ok()?.len();
+    if size > MAX_TAKE_OUT_BYTES {
+        // Moved into the quarantine, not read (it may be any size).
+        let kept_at = quarantine.join(kept_as);
+        let kept = crate::platform::home::create_private_dir(quarantine)
+            .and_then(|()| std::fs::rename(file, &kept_at))
+            .map(|()| kept_at)
+            .map_err(|error| error.to_string());
+        crate::platform::home::write_atomic(file, b"", 0o644).ok()?;
+        let taken = vec![format!("all of it ({size} bytes, past what is read)")];
+        return Some(TakenOut { file: file.to_path_buf(), taken, kept });
+    }
+    let bytes = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES).ok()?;
     let text = String::from_utf8_lossy(&bytes).to_string();
     let added = |line: &str| runs(line) && !known.iter().any(|known| known == line);
     let lines: Vec<String> = text.lines().filter(|line| added(line)).map(str::to_string).collect();
@@ -407,8 +427,9 @@ pub fn take_out_lines(
 /// the agent's (the thirty-fourth re-attack's F12).
 pub fn runs_a_local_tool(line: &str) -> bool {
     let line = line.split('#').next().unwrap_or_default();
-    // `java=path:…` in `.sdkmanrc` (the fortieth re-attack's L9).
-    line.split_whitespace().any(|version| version.starts_with("path:") || version.contains("=path:"))
+    // `java=path:…` in `.sdkmanrc` (the fortieth re-attack's L9), `vpath:` and `ruby-path:` (the
+    // forty-first's M4).
+    line.split_whitespace().any(|version| version.contains("path:"))
 }
 
 /// A file the agent reads as a copy without credentials: the file, its copy, and how to write one.
@@ -776,6 +797,54 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// The forty-first re-attack's M1 and M2: a version file whose added `path:` line lies past
+    /// 4 MiB of padding, or that was made a link to a file of the agent's, read as mise reads it
+    /// (whole, through the link): the line is taken out (the link replaced by the file written
+    /// back); `vpath:` and `ruby-path:` too (M4). One past what is read is taken out whole.
+    #[test]
+    fn a_version_file_is_read_as_mise_reads_it() {
+        let temp = tempfile::tempdir().unwrap();
+        let (work, quarantine) = (temp.path().join("work"), temp.path().join("q"));
+        std::fs::create_dir_all(&work).unwrap();
+        let padded = work.join(".tool-versions");
+        let mut text = "# padding\n".repeat(500_000);
+        text.push_str("node path:./.cache/n\nruby-path:./x\n");
+        std::fs::write(&padded, &text).unwrap();
+        let taken = take_out_lines(&padded, runs_a_local_tool, &[], &quarantine, "0-tool-versions").unwrap();
+        assert_eq!(taken.taken, ["node path:./.cache/n", "ruby-path:./x"]);
+        assert!(
+            std::fs::read_to_string(&padded)
+                .unwrap()
+                .ends_with("# aileron: written while an agent ran, taken out: ruby-path:./x\n")
+        );
+        let agents = work.join(".cache/tv");
+        std::fs::create_dir_all(agents.parent().unwrap()).unwrap();
+        std::fs::write(&agents, "nodejs 20\nnode vpath:./.cache/n\n").unwrap();
+        let linked = work.join("svc/.node-version");
+        std::fs::create_dir_all(linked.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&agents, &linked).unwrap();
+        let taken = take_out_lines(&linked, runs_a_local_tool, &[], &quarantine, "1-tool-versions").unwrap();
+        assert_eq!(taken.taken, ["node vpath:./.cache/n"]);
+        assert!(!std::fs::symlink_metadata(&linked).unwrap().is_symlink(), "the link replaced by the file");
+        // The user's own lines, read through the user's link at launch, stay.
+        let users = work.join("users-versions");
+        std::fs::write(&users, "python path:/opt/py\n").unwrap();
+        let own = work.join("own/.tool-versions");
+        std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&users, &own).unwrap();
+        let known = lines_that_run(&own, runs_a_local_tool);
+        assert!(take_out_lines(&own, runs_a_local_tool, &known, &quarantine, "2-tool-versions").is_none());
+        assert!(std::fs::symlink_metadata(&own).unwrap().is_symlink(), "left as it was");
+        // Past what is read: taken out whole, kept in the quarantine.
+        let huge = work.join("deep/.tool-versions");
+        std::fs::create_dir_all(huge.parent().unwrap()).unwrap();
+        let file = std::fs::File::create(&huge).unwrap();
+        file.set_len(MAX_TAKE_OUT_BYTES + 1).unwrap();
+        let taken = take_out_lines(&huge, runs_a_local_tool, &[], &quarantine, "3-tool-versions").unwrap();
+        assert_eq!(std::fs::metadata(&huge).unwrap().len(), 0);
+        assert_eq!(std::fs::metadata(taken.kept.unwrap()).unwrap().len(), MAX_TAKE_OUT_BYTES + 1);
+    }
 
     /// Waits (at most 10 s) until `path` is gone; whether it went.
     async fn gone(path: &Path) -> bool {
