@@ -1162,18 +1162,23 @@ pub fn trusted_files_in(scopes: &[(PathBuf, Names)]) -> Vec<PathBuf> {
 /// [`trusted_files_in`], and the scopes whose walk its budget cut short (the thirty-sixth
 /// re-attack's H11 filled a directory with 20,001 files ahead of the one it planted in): what is
 /// past the budget is not known, and the caller says so.
-pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> TrustedFound {
     trusted_files_of_sets(&[scopes]).pop().unwrap_or_default()
 }
+
+/// The files a set of trusted scopes' names found, and its scopes a walk's budget cut short.
+pub type TrustedFound = (Vec<PathBuf>, Vec<PathBuf>);
 
 /// [`trusted_files_told`] for several sets of scopes (at most 64) in one walk a directory (the
 /// exit looks for the trusted files and the `.tool-versions` below the workspace: one walk of a
 /// large tree, not two): for each set, the files its names found and its scopes the budget cut
 /// short.
-pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<(Vec<PathBuf>, Vec<PathBuf>)> {
+pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> {
     // Each name wanted in a directory, with the sets that want it (a bit a set).
     type Wanted<'a> = Vec<(&'a str, u64)>;
-    let (mut found, mut cut_short): (Vec<(PathBuf, u64)>, Vec<(PathBuf, u64)>) = (Vec::new(), Vec::new());
+    // Each path found, with the sets whose names found it.
+    type Tagged = Vec<(PathBuf, u64)>;
+    let (mut found, mut cut_short): (Tagged, Tagged) = (Vec::new(), Vec::new());
     // One walk a directory, for all the names wanted there.
     let mut merged: std::collections::BTreeMap<&PathBuf, Wanted> = std::collections::BTreeMap::new();
     for (set, scopes) in sets.iter().enumerate().take(64) {
