@@ -333,6 +333,11 @@ pub fn write_access(
         // there (found by the walk below, and read in as the others) or made later.
         access.trusted.push((dir.clone(), static_names(&MISE_FILE_NAMES)));
     }
+    // The dotenv file mise loads in every directory when its `env_file` setting is on (L13).
+    if let Some(name) = mise_env_file(env) {
+        let named: Names = vec![std::borrow::Cow::Owned(name)];
+        access.trusted.extend(roots_worked_in.iter().map(|root| (root.clone(), named.clone())));
+    }
     // What tools the user told to trust a project's own start-up files run from the workspace
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
     // whitelist): read-only there, or watched where missing.
@@ -1353,7 +1358,7 @@ fn covered_by(dir: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
 /// `[settings]`, and `MISE_TRUSTED_CONFIG_PATHS`, `:`-separated).
 fn mise_trusted_paths(env: &LaunchEnv) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = env
-        .var("MISE_TRUSTED_CONFIG_PATHS")
+        .var(MISE_TRUSTED_CONFIG_PATHS)
         .map(|list| std::env::split_paths(list).filter(|path| path.is_absolute()).collect())
         .unwrap_or_default();
     let config = env.config_home().join("mise/config.toml");
@@ -1367,6 +1372,33 @@ fn mise_trusted_paths(env: &LaunchEnv) -> Vec<PathBuf> {
         }
     }
     paths
+}
+
+/// The directories mise trusts beside those its links and settings name, `:`-separated.
+pub const MISE_TRUSTED_CONFIG_PATHS: &str = "MISE_TRUSTED_CONFIG_PATHS";
+/// The dotenv file mise loads in every directory, as its `env_file` setting.
+pub const MISE_ENV_FILE: &str = "MISE_ENV_FILE";
+
+/// The dotenv file mise's `env_file` setting has it load in every directory it is in, without
+/// asking for trust (`MISE_ENV_FILE`, or the global config's `[settings] env_file`): its
+/// `BASH_ENV=` ran the agent's script in every later `bash` of the user's there (the fortieth
+/// re-attack's L13). As a name wanted below every root.
+fn mise_env_file(env: &LaunchEnv) -> Option<String> {
+    let config = env.config_home().join("mise/config.toml");
+    let setting = || {
+        let parsed = super::sourced::read_limited(&config).unwrap_or_default().parse::<toml::Table>().ok()?;
+        parsed.get("settings")?.get("env_file")?.as_str().map(str::to_string)
+    };
+    let named = env.var(MISE_ENV_FILE).map(str::to_string).or_else(setting)?;
+    let named = named.trim();
+    if named.is_empty() || named.starts_with('/') || named.starts_with('~') {
+        return None;
+    }
+    Some(match named.strip_prefix("./") {
+        Some(rest) if !rest.contains('/') => rest.to_string(),
+        _ if named.contains('/') => format!("./{}", named.trim_start_matches("./")),
+        _ => named.to_string(),
+    })
 }
 
 /// The configs mise reads in a directory (its `config_root`).
@@ -3275,6 +3307,31 @@ mod tests {
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&repo.join("svc/mise.toml")), "{:?}", access.read_only);
         assert!(!access.read_only.contains(&repo.join("mise.toml")), "not trusted now: {:?}", access.read_only);
+    }
+
+    /// The fortieth re-attack's L13: with mise's `env_file` setting on (its variable, or the
+    /// global config's `[settings]`), mise loads that dotenv file in any directory without trust.
+    /// Where the setting is on, the name is kept below every root: read-only where it is, moved
+    /// aside where the agent made it. Where it is off, nothing is kept for it.
+    #[test]
+    fn the_dotenv_file_mises_settings_load_everywhere_is_kept() {
+        let (_temp, home, repo) = home_and_repo();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(repo.join(".env"), "A=1\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(!access.read_only.contains(&repo.join(".env")), "the setting is off: {:?}", access.read_only);
+        let mut with_variable = env(&home);
+        with_variable.vars.insert(MISE_ENV_FILE.into(), ".env".into());
+        let access = write_access(Agent::Claude, &with_variable, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo.join(".env")), "{:?}", access.read_only);
+        std::fs::create_dir_all(repo.join("svc")).unwrap();
+        std::fs::write(repo.join("svc/.env"), "BASH_ENV=./x.sh\n").unwrap();
+        assert!(trusted_files_in(&access.trusted).contains(&repo.join("svc/.env")));
+        std::fs::create_dir_all(home.join(".config/mise")).unwrap();
+        std::fs::write(home.join(".config/mise/config.toml"), "[settings]\nenv_file = \".env.local\"\n").unwrap();
+        std::fs::write(repo.join(".env.local"), "A=1\n").unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo.join(".env.local")), "{:?}", access.read_only);
     }
 
     /// The thirty-fourth re-attack's F6: the user's own settings have gdb, vim and direnv run a
