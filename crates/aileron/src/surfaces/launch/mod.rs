@@ -1278,12 +1278,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // And the repository's own ignore patterns (L8).
     let excluded_at_launch: HashMap<PathBuf, Vec<String>> = existing_git_dirs
         .iter()
-        .map(|dir| (git::info_exclude(dir), planted::lines_that_run(&git::info_exclude(dir), git::is_a_pattern)))
+        .map(|dir| git::info_exclude(dir))
+        .map(|file| {
+            let lines = planted::lines_that_run(&file, git::is_a_pattern);
+            (file, lines)
+        })
         .collect();
     // Every `.tool-versions` below the workspace (mise and asdf read the one of the directory the
     // user is in and those above it: the thirty-fifth re-attack's G7).
-    let tool_version_scopes: Vec<(PathBuf, allow_list::Names)> =
-        workspace_dirs.iter().map(|dir| (dir.clone(), allow_list::static_names(&allow_list::VERSION_FILES))).collect();
+    let tool_version_scopes = allow_list::version_scopes(&workspace_dirs);
     // (Those there at launch were found in the launch's walk for the trusted files.)
     let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = version_files_at_launch
         .into_iter()
