@@ -5757,3 +5757,34 @@ fn a_writable_path_swapped_for_a_link_after_the_check_is_refused_not_followed() 
     assert_eq!(output.status.code(), Some(125), "{said}");
     assert!(said.contains("reached through a symbolic link now"), "{said}");
 }
+
+/// The fortieth re-attack's L2, end to end: in a repository that keeps its refs in a reftable
+/// stack, a `git replace` the agent runs writes no file under `refs/replace` (the watch there
+/// sees nothing); the exit reads the stack and says so.
+#[test]
+fn a_replace_ref_the_agent_writes_into_a_reftable_stack_is_said_at_exit() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    if !git(&["init", "-q", "--ref-format=reftable"]) {
+        return;
+    }
+    for message in ["first", "second"] {
+        assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", message]));
+    }
+    // The git that made the repository (an older one on the agent's PATH would refuse it).
+    let made_it = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|dir| dir.join("git"))
+        .find(|git| git.is_file())
+        .unwrap();
+    let script = format!(
+        "#!/bin/sh\n'{}' -c user.name=a -c user.email=a@x replace HEAD HEAD~1 && echo REPLACED\n",
+        made_it.display()
+    );
+    claude_runs(&rig, &script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("REPLACED"), "the agent's git wrote it: {said}");
+    assert!(said.contains(&format!("wrote replace refs into {}", work.join(".git/reftable").display())), "{said}");
+}

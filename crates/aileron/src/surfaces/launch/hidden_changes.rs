@@ -17,7 +17,7 @@ use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::path::{Path, PathBuf};
 
 use super::git::{self, IndexEntry};
-use super::{allow_list, cache_tree};
+use super::{allow_list, cache_tree, reftable};
 
 /// `--assume-unchanged` (the flags word) and `--skip-worktree` (the extended flags).
 const ASSUME_UNCHANGED: u16 = 0x8000;
@@ -50,8 +50,8 @@ struct Recorded {
     git_dir: PathBuf,
     worktree: PathBuf,
     entries: HashSet<u64>,
-    /// The replace refs `packed-refs` held.
-    packed_replacements: HashSet<String>,
+    /// The replace refs the repository held where no watch sees one appear.
+    replacements: Replacements,
     /// The files and directories of the worktree the agent could not write (read-only binds).
     protected: Vec<PathBuf>,
     /// The object names the index gave the entries below them.
@@ -106,15 +106,29 @@ fn read_named(git_dir: &Path, hash_len: usize, budget: &mut u64, mut visit: impl
     })
 }
 
-/// The replace refs (`refs/replace/…`) a git directory's `packed-refs` holds.
-fn packed_replacements(git_dir: &Path) -> HashSet<String> {
-    let Ok(text) = git::read_limited(&git_dir.join("packed-refs"), true) else { return HashSet::new() };
-    String::from_utf8_lossy(&text)
-        .lines()
-        .filter_map(|line| line.split_whitespace().nth(1))
-        .filter(|name| name.starts_with("refs/replace/"))
-        .map(str::to_string)
-        .collect()
+/// The replace refs (`refs/replace/…`) of a repository that no watch sees appear (a loose one
+/// under `refs/replace` is moved aside as it appears: `repositories`), each as its name and the
+/// object it names: those its `packed-refs` holds, and those of its reftable stack, if it keeps
+/// its refs in one (`Err`: the stack could not be read as git reads it).
+struct Replacements {
+    packed: HashSet<Vec<u8>>,
+    reftable: Result<HashSet<Vec<u8>>, String>,
+}
+
+impl Replacements {
+    /// Those of the repository whose git directory (or a linked worktree's) is `git_dir`.
+    fn of(git_dir: &Path) -> Replacements {
+        let common = git::shared_dir(git_dir);
+        let packed = git::read_limited(&common.join("packed-refs"), true).unwrap_or_default();
+        let packed = packed
+            .split(|&byte| byte == b'\n')
+            .filter_map(|line| {
+                let (object, name) = line.split_at(line.iter().position(|&byte| byte == b' ')?);
+                name[1..].starts_with(b"refs/replace/").then(|| [&name[1..], b" ", object].concat())
+            })
+            .collect();
+        Replacements { packed, reftable: reftable::replace_refs(&common.join("reftable")) }
+    }
 }
 
 /// What the exit's look found.
@@ -124,8 +138,11 @@ pub struct Hidden {
     pub files: Vec<PathBuf>,
     /// Indexes not read, or files not hashed, within the look's budgets.
     pub unchecked: Vec<PathBuf>,
-    /// `packed-refs` files that hold replace refs they did not hold at launch.
+    /// `packed-refs` files and reftable stacks that hold replace refs they did not hold at
+    /// launch.
     pub replacements: Vec<PathBuf>,
+    /// Reftable stacks whose refs could not be read as git reads them, and why.
+    pub refs_unread: Vec<(PathBuf, String)>,
     /// Files the agent could not write whose index entry, or whose version in any commit the
     /// session made, is another content than theirs (the thirty-fifth re-attack's G13): the user's
     /// `git restore`, `stash pop`, `checkout` or `reset --hard` would write the agent's version.
@@ -172,12 +189,11 @@ impl IndexSnapshot {
                     protected_entries.insert(entry.name.to_vec(), entry.object_name().to_vec());
                 }
             });
-            let packed_replacements = packed_replacements(git_dir);
             snapshot.worktrees.push(Recorded {
                 git_dir: git_dir.clone(),
                 worktree: worktree.clone(),
                 entries,
-                packed_replacements,
+                replacements: Replacements::of(git_dir),
                 protected,
                 protected_entries,
                 elsewhere: false,
@@ -201,7 +217,7 @@ impl IndexSnapshot {
                     protected_entries.insert(entry.name.to_vec(), entry.object_name().to_vec());
                 });
                 snapshot.worktrees.push(Recorded {
-                    packed_replacements: packed_replacements(&git_dir),
+                    replacements: Replacements::of(&git_dir),
                     protected: vec![worktree.clone()],
                     git_dir,
                     worktree,
@@ -242,9 +258,7 @@ impl IndexSnapshot {
         let mut scanned: HashMap<PathBuf, (objects::Objects, objects::Trees)> = HashMap::new();
         let (mut bytes_left, mut files_left) = (MAX_BYTES_HASHED, MAX_FILES_HASHED);
         for recorded in &self.worktrees {
-            if !packed_replacements(&recorded.git_dir).is_subset(&recorded.packed_replacements) {
-                hidden.replacements.push(recorded.git_dir.join("packed-refs"));
-            }
+            hidden.look_at_replacements(&recorded.git_dir, &recorded.replacements);
             let hash_len = git::hash_len(&recorded.git_dir);
             let mut changed = Vec::new();
             let mut unnamed = false;
@@ -374,7 +388,28 @@ impl IndexSnapshot {
         hidden.forged_objects.dedup();
         hidden.unchecked.sort();
         hidden.unchecked.dedup();
+        hidden.replacements.sort();
+        hidden.replacements.dedup();
+        hidden.refs_unread.sort();
+        hidden.refs_unread.dedup();
         hidden
+    }
+}
+
+impl Hidden {
+    /// The replace refs of the repository of `git_dir` against what it held at launch: one it
+    /// did not hold then (or another object under a name it held) names where it was written.
+    fn look_at_replacements(&mut self, git_dir: &Path, launched: &Replacements) {
+        let now = Replacements::of(git_dir);
+        let common = git::shared_dir(git_dir);
+        if !now.packed.is_subset(&launched.packed) {
+            self.replacements.push(common.join("packed-refs"));
+        }
+        match now.reftable {
+            Ok(now) if now.is_empty() || launched.reftable.as_ref().is_ok_and(|held| now.is_subset(held)) => {}
+            Ok(_) => self.replacements.push(common.join("reftable")),
+            Err(why) => self.refs_unread.push((common.join("reftable"), why)),
+        }
     }
 }
 
@@ -1183,6 +1218,67 @@ mod tests {
         let packed = format!("# pack-refs with: peeled fully-peeled sorted\n{} refs/replace/{}", head.trim(), head);
         std::fs::write(repo.join(".git/packed-refs"), packed).unwrap();
         assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/packed-refs")]);
+    }
+
+    /// The fortieth re-attack's L2: a repository that keeps its refs in a reftable stack, where a
+    /// replace ref is a record in a new table and no file appears under `refs/replace`. One the
+    /// agent adds, or one the user deleted that the agent brings back by dropping the newer table
+    /// from the stack's list, is named; the user's own, and git compacting the stack, are not; a
+    /// table that cannot be read as git reads it is said so.
+    #[test]
+    fn a_replace_ref_in_a_reftable_stack_is_named() {
+        let temp = tempfile::tempdir().unwrap();
+        let repo = std::fs::canonicalize(temp.path()).unwrap();
+        let user = ["-c", "user.name=U", "-c", "user.email=u@x"];
+        let git_as_user = |args: &[&str]| git(&repo, &[&user[..], args].concat());
+        if !git(&repo, &["init", "-q", "--ref-format=reftable"]) {
+            return;
+        }
+        for message in ["a", "b", "c"] {
+            assert!(git_as_user(&["commit", "-q", "--allow-empty", "-m", message]));
+        }
+        let object = |name: &str| git_out(&repo, &["rev-parse", name], &[]).unwrap();
+        let (c, b, a) = (object("HEAD"), object("HEAD~1"), object("HEAD~2"));
+        // The user's own replace ref, and one the user made and deleted (git left to compact the
+        // stack later, so that an older table still holds it).
+        let uncompacted = |args: &[&str]| git_as_user(&[&["-c", "reftable.autoCompaction=false"][..], args].concat());
+        assert!(
+            uncompacted(&["replace", &a, &b])
+                && uncompacted(&["replace", &b, &c])
+                && uncompacted(&["replace", "-d", &b])
+        );
+        let worktrees = [(repo.join(".git"), repo.clone())];
+        let snapshot = IndexSnapshot::take(&worktrees, &[]);
+        assert_eq!(snapshot.hidden(), Hidden::default());
+        let list = repo.join(".git/reftable/tables.list");
+        let launched = std::fs::read_to_string(&list).unwrap();
+
+        // The deleted one brought back: the table that deleted it dropped from the list.
+        let tables: Vec<&str> = launched.lines().collect();
+        std::fs::write(&list, tables[..tables.len() - 1].join("\n") + "\n").unwrap();
+        assert!(git_out(&repo, &["for-each-ref", "refs/replace/"], &[]).unwrap().contains(&b), "git shows it again");
+        assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/reftable")]);
+        std::fs::write(&list, &launched).unwrap();
+
+        // The agent's.
+        assert!(git_as_user(&["replace", &c, &a]));
+        assert!(git_out(&repo, &["for-each-ref", "refs/replace/"], &[]).unwrap().contains(&c));
+        assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/reftable")]);
+        assert!(git_as_user(&["replace", "-d", &c]));
+        assert_eq!(snapshot.hidden(), Hidden::default(), "taken back");
+
+        // Git compacting the stack changes no ref.
+        assert!(git_as_user(&["pack-refs", "--all"]));
+        assert_ne!(std::fs::read_to_string(&list).unwrap(), launched);
+        assert_eq!(snapshot.hidden(), Hidden::default());
+
+        // A table cut short.
+        let table = repo.join(".git/reftable").join(std::fs::read_to_string(&list).unwrap().trim());
+        let bytes = std::fs::read(&table).unwrap();
+        std::fs::write(&table, &bytes[..bytes.len() - 10]).unwrap();
+        let hidden = snapshot.hidden();
+        assert_eq!(hidden.refs_unread.len(), 1, "{hidden:?}");
+        assert_eq!(hidden.refs_unread[0].0, repo.join(".git/reftable"));
     }
 
     /// A commit of `HEAD`'s tree with `entries` changed (a `--cacheinfo` each, or the path removed

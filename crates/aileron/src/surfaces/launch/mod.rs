@@ -44,6 +44,7 @@ mod home_view;
 pub mod jsonc;
 pub mod network;
 mod planted;
+mod reftable;
 mod repositories;
 mod sourced;
 pub mod toml_table;
@@ -1562,6 +1563,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
              for-each-ref refs/replace` and remove each with `git replace -d <object>` before you run anything there",
             agent.name(),
             shown(packed)
+        );
+    }
+    for (stack, why) in &hidden.refs_unread {
+        log_line!(
+            "aileron: warning: the refs in {} could not be read as git reads them ({why}): a replace ref {} wrote there \
+             would make git show, check out and commit the objects it names in place of your history, and `git \
+             status`, `diff` and `log` would look clean\nhint: list them with `git for-each-ref refs/replace` and \
+             remove each with `git replace -d <object>` before you run anything there",
+            shown(stack),
+            agent.name()
         );
     }
     if !hidden.unchecked.is_empty() {

@@ -1,0 +1,456 @@
+//! The replace refs of a repository that keeps its refs in a reftable stack (`git init
+//! --ref-format=reftable`: `<common dir>/reftable/`, its tables named in order by
+//! `tables.list`), read as git reads them, without running git (the fortieth re-attack's L2: a
+//! `git replace` there was seen by no watch, since no file appears under `refs/replace`).
+//!
+//! Git's view of a stack is each name's record in the newest table that holds it, a deletion
+//! taking the name out; a seek for `refs/replace/` goes through a table's index and its blocks'
+//! restart points. So that the records read here are the records git would reach, a table is
+//! read only when its blocks, restart points and index agree with a plain walk of its records
+//! in order; anything else is said unreadable, never taken as "no replace refs".
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::Path;
+
+use super::git;
+
+/// The names whose records the exit compares.
+const REPLACE_REFS: &[u8] = b"refs/replace/";
+
+/// Bytes of one stack's tables read at one look, at most, and how many tables: past either the
+/// stack is said unreadable.
+const MAX_STACK_BYTES: u64 = 64 * 1024 * 1024;
+const MAX_TABLES: usize = 4096;
+
+/// How deep an index may nest (git writes a level for every few hundred blocks).
+const MAX_INDEX_DEPTH: usize = 8;
+
+/// The replace refs git shows from the reftable stack in `dir`, each as its name, a space and
+/// its value (the object it names; a symbolic one, where it points): empty when there is no
+/// stack. `Err` says why the stack could not be read as git reads it.
+pub fn replace_refs(dir: &Path) -> Result<HashSet<Vec<u8>>, String> {
+    let list = match git::read_capped(&dir.join("tables.list"), true, MAX_STACK_BYTES) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
+        Err(error) => return Err(format!("tables.list: {error}")),
+        Ok(list) => list,
+    };
+    let names: Vec<&[u8]> = list.split(|&byte| byte == b'\n').filter(|name| !name.is_empty()).collect();
+    if names.len() > MAX_TABLES {
+        return Err(format!("tables.list names more than {MAX_TABLES} tables"));
+    }
+    let mut budget = MAX_STACK_BYTES;
+    // Oldest first: a newer table's record of a name stands in for an older one's.
+    let mut refs: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+    for name in names {
+        let shown = String::from_utf8_lossy(name);
+        if name.contains(&b'/') || name == b"." || name == b".." {
+            return Err(format!("tables.list names {shown:?}, not a table in the directory"));
+        }
+        let bytes = git::read_capped(&dir.join(OsStr::from_bytes(name)), true, budget + 1)
+            .map_err(|error| format!("{shown}: {error}"))?;
+        budget = budget
+            .checked_sub(bytes.len() as u64)
+            .ok_or_else(|| format!("the tables hold more than {} MiB", MAX_STACK_BYTES >> 20))?;
+        let table = Table::parse(&bytes).map_err(|error| format!("{shown}: {error}"))?;
+        for (key, value) in table.refs().map_err(|error| format!("{shown}: {error}"))? {
+            if key.starts_with(REPLACE_REFS) {
+                refs.insert(key, value);
+            }
+        }
+    }
+    Ok(refs.into_iter().filter_map(|(name, value)| Some([name, b" ".to_vec(), value?].concat())).collect())
+}
+
+/// One table's bytes and what its header and footer say of them.
+struct Table<'a> {
+    bytes: &'a [u8],
+    header_len: usize,
+    /// Where its blocks end (its footer starts).
+    end: usize,
+    /// The size its blocks are padded to (0: not padded).
+    block_size: usize,
+    hash_len: usize,
+    /// Where its refs' index starts (0: none).
+    ref_index: u64,
+}
+
+/// A table's ref records in order: each name and its value (`None`: deleted).
+type Refs = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// A record's value: a ref's (`None`: deleted) or an index record's block position.
+enum Value {
+    Ref(Option<Vec<u8>>),
+    Position(u64),
+}
+
+/// A block read: where it starts and its records in order.
+struct Block {
+    start: usize,
+    records: Vec<(Vec<u8>, Value)>,
+}
+
+impl<'a> Table<'a> {
+    fn parse(bytes: &'a [u8]) -> Result<Table<'a>, String> {
+        if bytes.get(..4) != Some(b"REFT") {
+            return Err("not a reftable (no REFT header)".into());
+        }
+        let (header_len, footer_len, hash_len) = match bytes.get(4) {
+            Some(1) => (24, 68, 20),
+            Some(2) => match bytes.get(24..28) {
+                Some(b"sha1") => (28, 72, 20),
+                Some(b"s256") => (28, 72, 32),
+                _ => return Err("an unknown hash in its header".into()),
+            },
+            _ => return Err("a format version git does not write".into()),
+        };
+        let end = bytes.len().checked_sub(footer_len).filter(|&end| end >= header_len).ok_or("cut short")?;
+        let footer = &bytes[end..];
+        // Git refuses a table whose footer does not repeat its header.
+        if footer[..header_len] != bytes[..header_len] {
+            return Err("its footer does not repeat its header".into());
+        }
+        Ok(Table {
+            bytes,
+            header_len,
+            end,
+            block_size: be(&bytes[5..8]) as usize,
+            hash_len,
+            ref_index: be(&footer[header_len..header_len + 8]),
+        })
+    }
+
+    /// Every ref record in the table, in order, after checking that git's seeks reach no other.
+    fn refs(&self) -> Result<Refs, String> {
+        let mut blocks = Vec::new();
+        // The first block shares its bytes with the header; a table of logs alone has none.
+        let mut start = 0;
+        while start.max(self.header_len) < self.end {
+            let Some(block) = self.block(start, b'r')? else { break };
+            start = self.next_block(start)?;
+            blocks.push(block);
+        }
+        let keys: Vec<&Vec<u8>> = blocks.iter().flat_map(|block| block.records.iter().map(|(key, _)| key)).collect();
+        if keys.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return Err("its refs are not in order".into());
+        }
+        if self.ref_index != 0 {
+            self.check_index(&blocks)?;
+        }
+        let records = blocks.into_iter().flat_map(|block| block.records);
+        Ok(records
+            .filter_map(|(key, value)| match value {
+                Value::Ref(value) => Some((key, value)),
+                Value::Position(_) => None,
+            })
+            .collect())
+    }
+
+    /// The index (every level of it) names each ref block, in order, by its last key, as git
+    /// writes it: then git's seek through it lands where a walk does.
+    fn check_index(&self, blocks: &[Block]) -> Result<(), String> {
+        let mut leaves = Vec::new();
+        self.index_leaves(usize::try_from(self.ref_index).map_err(|_| "its index is past its end")?, 0, &mut leaves)?;
+        let named: Vec<(usize, &Vec<u8>)> =
+            blocks.iter().filter_map(|block| Some((block.start, &block.records.last()?.0))).collect();
+        let indexed: Vec<(usize, &Vec<u8>)> = leaves.iter().map(|(position, key)| (*position, key)).collect();
+        if named != indexed {
+            return Err("its index does not name its ref blocks as they are".into());
+        }
+        Ok(())
+    }
+
+    fn index_leaves(&self, start: usize, depth: usize, leaves: &mut Vec<(usize, Vec<u8>)>) -> Result<(), String> {
+        if depth > MAX_INDEX_DEPTH || start >= self.end {
+            return Err("its index is past its end or nested too deep".into());
+        }
+        let block = self.block(start, b'i')?.ok_or("its index points at no index block")?;
+        for (key, value) in block.records {
+            let Value::Position(position) = value else { continue };
+            let position = usize::try_from(position).map_err(|_| "its index is past its end")?;
+            match self.bytes.get(position + if position == 0 { self.header_len } else { 0 }) {
+                Some(b'i') => self.index_leaves(position, depth + 1, leaves)?,
+                _ => leaves.push((position, key)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Where git reads the block after the one at `start`: the next multiple of the block size
+    /// when the block is padded, right after it when not.
+    fn next_block(&self, start: usize) -> Result<usize, String> {
+        let header = if start == 0 { self.header_len } else { 0 };
+        let len = be(&self.bytes[start + header + 1..start + header + 4]) as usize;
+        if self.block_size == 0 {
+            return Ok(start + len);
+        }
+        // Git reads a block's size in bytes, or more when the block says it is larger, then looks
+        // at the byte after the block's data.
+        let left = self.bytes.len() - start;
+        let read = if len > self.block_size.min(left) { len.min(left) } else { self.block_size.min(left) };
+        if len < self.block_size && len < read && self.bytes[start + len] != 0 {
+            return Ok(start + len);
+        }
+        Ok(start + self.block_size)
+    }
+
+    /// The block at `start` when it is of type `want` (`None` when of another type git writes,
+    /// which ends a section), its records read in order and its restart points checked to be
+    /// among them.
+    fn block(&self, start: usize, want: u8) -> Result<Option<Block>, String> {
+        let header = if start == 0 { self.header_len } else { 0 };
+        let kind = *self.bytes.get(start + header).ok_or("a block past its end")?;
+        if !matches!(kind, b'r' | b'i' | b'o' | b'g') {
+            return Err(format!("a block of an unknown type at {start}"));
+        }
+        if kind != want {
+            return Ok(None);
+        }
+        let len = self.bytes.get(start + header + 1..start + header + 4).map(be).ok_or("cut short")? as usize;
+        let data = self
+            .bytes
+            .get(start..start + len)
+            .filter(|_| start + len <= self.end && len >= header + 6)
+            .ok_or_else(|| format!("a block at {start} runs past the table's end"))?;
+        let restarts = be(&data[len - 2..]) as usize;
+        let records_end = (len - 2)
+            .checked_sub(3 * restarts)
+            .filter(|&end| end >= header + 4)
+            .ok_or_else(|| format!("a block at {start} has more restart points than room"))?;
+        let restart_points: Vec<usize> = (0..restarts)
+            .map(|index| be(&data[records_end + 3 * index..records_end + 3 * index + 3]) as usize)
+            .collect();
+        let mut records = Vec::new();
+        let (mut at, mut key) = (header + 4, Vec::new());
+        let mut starts = HashSet::new();
+        while at < records_end {
+            starts.insert(at);
+            let mut input = &data[at..records_end];
+            let prefix = varint(&mut input)? as usize;
+            let suffix_and_kind = varint(&mut input)?;
+            let suffix = usize::try_from(suffix_and_kind >> 3).map_err(|_| "a key too long")?;
+            if prefix > key.len() || suffix > input.len() || (restart_points.contains(&at) && prefix != 0) {
+                return Err(format!("a record at {} whose key does not follow", start + at));
+            }
+            key.truncate(prefix);
+            key.extend_from_slice(&input[..suffix]);
+            input = &input[suffix..];
+            if key.is_empty() {
+                return Err(format!("a record at {} with no key", start + at));
+            }
+            let value = match want {
+                b'r' => Value::Ref(self.ref_value(&mut input, (suffix_and_kind & 7) as u8)?),
+                _ => Value::Position(varint(&mut input)?),
+            };
+            records.push((key.clone(), value));
+            at = records_end - input.len();
+        }
+        if restart_points.iter().any(|point| !starts.contains(point)) {
+            return Err(format!("a block at {start} whose restart points are not its records"));
+        }
+        Ok(Some(Block { start, records }))
+    }
+
+    /// A ref record's value after its key: its update index, then nothing (a deletion), one or
+    /// two object names, or a symbolic ref's target.
+    fn ref_value(&self, input: &mut &[u8], kind: u8) -> Result<Option<Vec<u8>>, String> {
+        varint(input)?;
+        let take = |input: &mut &[u8], len: usize| -> Result<Vec<u8>, String> {
+            let taken = input.get(..len).ok_or("a value cut short")?.to_vec();
+            *input = &input[len..];
+            Ok(taken)
+        };
+        match kind {
+            0 => Ok(None),
+            1 => Ok(Some(take(input, self.hash_len)?)),
+            2 => {
+                let value = take(input, self.hash_len)?;
+                take(input, self.hash_len)?;
+                Ok(Some(value))
+            }
+            3 => {
+                let len = usize::try_from(varint(input)?).map_err(|_| "a target too long")?;
+                Ok(Some([b"ref: ".to_vec(), take(input, len)?].concat()))
+            }
+            _ => Err(format!("a ref value of unknown type {kind}")),
+        }
+    }
+}
+
+/// A big-endian number of up to eight bytes.
+fn be(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0, |number, &byte| number << 8 | u64::from(byte))
+}
+
+/// Reftable's variable-length number: seven bits a byte, most significant first, each
+/// continuation adding one before the shift (so each number has one spelling).
+fn varint(input: &mut &[u8]) -> Result<u64, String> {
+    let mut value = 0u64;
+    for (index, &byte) in input.iter().enumerate() {
+        value = if index == 0 {
+            u64::from(byte & 0x7f)
+        } else {
+            value.checked_add(1).and_then(|value| value.checked_mul(128)).ok_or("a number too large")?
+                | u64::from(byte & 0x7f)
+        };
+        if byte & 0x80 == 0 {
+            *input = &input[index + 1..];
+            return Ok(value);
+        }
+    }
+    Err("a number cut short".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::surfaces::launch::cache_tree::tests::git_output;
+
+    /// `git` in `repo` as an author of no config; its output, or `None` when it failed.
+    fn git(repo: &Path, args: &[&str]) -> Option<String> {
+        let args = [&["-c", "user.name=U", "-c", "user.email=u@x"][..], args].concat();
+        let output = git_output(repo, &args, &[]).ok().filter(|output| output.status.success())?;
+        Some(String::from_utf8(output.stdout).unwrap())
+    }
+
+    /// A reftable repository with two commits, or `None` where git cannot make one.
+    fn repository() -> Option<(tempfile::TempDir, PathBuf)> {
+        let temp = tempfile::tempdir().unwrap();
+        let repo = temp.path().to_path_buf();
+        git(&repo, &["init", "-q", "--ref-format=reftable"])?;
+        for message in ["a", "b"] {
+            git(&repo, &["commit", "-q", "--allow-empty", "-m", message]).unwrap();
+        }
+        Some((temp, repo))
+    }
+
+    /// The replace refs as `git for-each-ref` lists them, spelled as [`replace_refs`] gives them.
+    fn as_git_shows(repo: &Path) -> HashSet<Vec<u8>> {
+        let listed = git(repo, &["for-each-ref", "--format=%(refname) %(objectname)", "refs/replace/"]).unwrap();
+        listed
+            .lines()
+            .map(|line| {
+                let (name, object) = line.split_once(' ').unwrap();
+                let object: Vec<u8> = (0..object.len())
+                    .step_by(2)
+                    .map(|at| u8::from_str_radix(&object[at..at + 2], 16).unwrap())
+                    .collect();
+                [name.as_bytes(), b" ", &object].concat()
+            })
+            .collect()
+    }
+
+    fn tables(repo: &Path) -> Vec<PathBuf> {
+        let list = std::fs::read_to_string(repo.join(".git/reftable/tables.list")).unwrap();
+        list.lines().map(|name| repo.join(".git/reftable").join(name)).collect()
+    }
+
+    /// What git shows is what is read: a replace ref added, one deleted in a newer table, and a
+    /// table of thousands of refs in many blocks with an index, compacted or not.
+    #[test]
+    fn the_replace_refs_read_are_those_git_shows() {
+        let Some((_temp, repo)) = repository() else { return };
+        let stack = repo.join(".git/reftable");
+        assert_eq!(replace_refs(&stack).unwrap(), HashSet::new());
+        let (head, parent) =
+            (git(&repo, &["rev-parse", "HEAD"]).unwrap(), git(&repo, &["rev-parse", "HEAD~1"]).unwrap());
+        git(&repo, &["replace", head.trim(), parent.trim()]).unwrap();
+        git(&repo, &["replace", parent.trim(), head.trim()]).unwrap();
+        assert_eq!(replace_refs(&stack).unwrap().len(), 2);
+        assert_eq!(replace_refs(&stack).unwrap(), as_git_shows(&repo));
+        git(&repo, &["replace", "-d", parent.trim()]).unwrap();
+        assert_eq!(replace_refs(&stack).unwrap().len(), 1);
+        assert_eq!(replace_refs(&stack).unwrap(), as_git_shows(&repo));
+
+        // Thousands of refs, then all compacted into one table.
+        let many: String = (0..3000).map(|n| format!("create refs/tags/t{n:05} {}\n", head.trim())).collect();
+        let mut update = std::process::Command::new("git")
+            .args(["update-ref", "--stdin"])
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut update.stdin.take().unwrap(), many.as_bytes()).unwrap();
+        assert!(update.wait().unwrap().success());
+        git(&repo, &["pack-refs", "--all"]).unwrap();
+        assert_eq!(tables(&repo).len(), 1, "compacted");
+        let bytes = std::fs::read(&tables(&repo)[0]).unwrap();
+        let table = Table::parse(&bytes).unwrap();
+        assert_ne!(table.ref_index, 0, "a table this large has an index");
+        assert!(table.refs().unwrap().len() > 3000);
+        assert_eq!(replace_refs(&stack).unwrap(), as_git_shows(&repo));
+    }
+
+    /// A table whose seeks git would take elsewhere than a walk of its records (a restart point
+    /// moved, an index naming another block, records out of order), or that is cut short, is
+    /// said unreadable: never read as holding no replace refs.
+    #[test]
+    fn a_table_git_would_read_otherwise_is_unreadable() {
+        let Some((_temp, repo)) = repository() else { return };
+        let stack = repo.join(".git/reftable");
+        let head = git(&repo, &["rev-parse", "HEAD"]).unwrap();
+        let many: String = (0..3000).map(|n| format!("create refs/tags/t{n:05} {}\n", head.trim())).collect();
+        let mut update = std::process::Command::new("git")
+            .args(["update-ref", "--stdin"])
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut update.stdin.take().unwrap(), many.as_bytes()).unwrap();
+        assert!(update.wait().unwrap().success());
+        git(&repo, &["pack-refs", "--all"]).unwrap();
+        let path = tables(&repo)[0].clone();
+        let bytes = std::fs::read(&path).unwrap();
+        let table = Table::parse(&bytes).unwrap();
+        assert!(replace_refs(&stack).is_ok());
+        let tampered = |change: &dyn Fn(&mut Vec<u8>)| {
+            let mut forged = bytes.clone();
+            change(&mut forged);
+            std::fs::write(&path, &forged).unwrap();
+            let read = replace_refs(&stack);
+            std::fs::write(&path, &bytes).unwrap();
+            read
+        };
+        // The first block's last restart point moved one byte on.
+        let first_len = be(&bytes[25..28]) as usize;
+        let restarts = be(&bytes[first_len - 2..first_len]) as usize;
+        let last = first_len - 2 - 3;
+        assert!(restarts > 1);
+        let err = tampered(&|forged| {
+            let moved = be(&forged[last..last + 3]) + 1;
+            forged[last..last + 3].copy_from_slice(&moved.to_be_bytes()[5..]);
+        })
+        .unwrap_err();
+        assert!(err.contains("restart points"), "{err}");
+        // The index's first record pointed at the second block.
+        let index = usize::try_from(table.ref_index).unwrap();
+        assert_eq!(bytes[index], b'i');
+        let err = tampered(&|forged| {
+            // Its first record: prefix 0, its key's length and type, the key, then the position 0.
+            let mut at = &forged[index + 4..];
+            varint(&mut at).unwrap();
+            let suffix = usize::try_from(varint(&mut at).unwrap() >> 3).unwrap();
+            let position = forged.len() - at.len() + suffix;
+            assert_eq!(forged[position], 0, "the first block is at 0");
+            forged[position] = 0x7f;
+        })
+        .unwrap_err();
+        assert!(err.contains("index") || err.contains("block"), "{err}");
+        // Two keys swapped in order: the first record's first byte of key past the prefix.
+        let err = tampered(&|forged| forged[24 + 4 + 2] = b'z').unwrap_err();
+        assert!(err.contains("order"), "{err}");
+        let err = tampered(&|forged| forged.truncate(forged.len() - 1)).unwrap_err();
+        assert!(err.contains("header") || err.contains("short"), "{err}");
+        // A table named outside the stack's directory.
+        let list = std::fs::read(stack.join("tables.list")).unwrap();
+        std::fs::write(stack.join("tables.list"), b"../packed-refs\n").unwrap();
+        assert!(replace_refs(&stack).unwrap_err().contains("not a table"));
+        std::fs::write(stack.join("tables.list"), list).unwrap();
+        assert!(replace_refs(&stack).is_ok());
+    }
+}
