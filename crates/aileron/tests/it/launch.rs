@@ -5788,3 +5788,31 @@ fn a_replace_ref_the_agent_writes_into_a_reftable_stack_is_said_at_exit() {
     assert!(said.contains("REPLACED"), "the agent's git wrote it: {said}");
     assert!(said.contains(&format!("wrote replace refs into {}", work.join(".git/reftable").display())), "{said}");
 }
+
+/// The fortieth re-attack's L6 and L10, and what it left: mise reads `.miserc.toml` and
+/// `.config/miserc.toml` in the directory the user is in and those above it, trusted or not, and
+/// their `override_tool_versions_filenames` renames the version file mise reads there (a renamed
+/// one ran the agent's `node`). Made by the agent anywhere in the workspace, each is moved aside
+/// at the exit and said.
+#[test]
+fn mises_early_settings_made_by_the_agent_are_moved_aside() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let script = "#!/bin/sh\nmkdir -p svc/.config .config\necho '{}' > .config/other.json\n\
+                  echo 'override_tool_versions_filenames = [\"tools.txt\"]' > .config/miserc.toml\n\
+                  echo 'override_tool_versions_filenames = [\"tools.txt\"]' > .miserc.toml\n\
+                  echo 'override_tool_versions_filenames = [\"tools.txt\"]' > svc/.config/miserc.toml\n\
+                  echo 'node path:./bin' > svc/tools.txt\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(work.join(".config/other.json").is_file(), "the rest of `.config` is the agent's: {said}");
+    for made in [".miserc.toml", ".config/miserc.toml", "svc/.config/miserc.toml"] {
+        assert!(!work.join(made).exists(), "{made}: {said}");
+        assert!(
+            said.contains(&format!("{}, which would run what it chose as you; moved to", work.join(made).display())),
+            "{made}: {said}"
+        );
+    }
+}

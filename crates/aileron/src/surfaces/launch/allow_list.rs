@@ -1077,10 +1077,21 @@ const GDB_TRUSTED: [&str; 4] = [".gdbinit", "*-gdb.py", "*-gdb.gdb", "*-gdb.scm"
 
 /// What gdb, vim, Neovim and lldb run from the directory they start in, where the user's settings
 /// let them ([`trusted_project_files`]: kept in every root whatever the settings say).
-/// And mise's `.miserc.toml`, read in any directory without trust, which renames the configs and
-/// version files mise reads there (the fortieth re-attack's L6, L10).
-const PROJECT_START_UP_FILES: [&str; 9] =
-    [".gdbinit", ".exrc", ".vimrc", ".nvimrc", ".nvim.lua", "_exrc", "_vimrc", ".lldbinit", ".miserc.toml"];
+/// And mise's `.miserc.toml` and `.config/miserc.toml`, read in any directory without trust,
+/// which rename the configs and version files mise reads there (the fortieth re-attack's L6,
+/// L10).
+const PROJECT_START_UP_FILES: [&str; 10] = [
+    ".gdbinit",
+    ".exrc",
+    ".vimrc",
+    ".nvimrc",
+    ".nvim.lua",
+    "_exrc",
+    "_vimrc",
+    ".lldbinit",
+    ".miserc.toml",
+    ".config/miserc.toml",
+];
 
 /// Whether a file's name is `wanted`, or matches it where it holds one `*` (`mise.*.toml`).
 pub fn name_matches(name: &str, wanted: &str) -> bool {
@@ -2315,11 +2326,12 @@ mod tests {
         access.prepare().unwrap();
         assert_eq!(access.workspace.as_deref(), Some(repo.as_path()));
         // (The files gdb, vim and lldb run from where they start are watched in every root: their
-        // names pinned, nothing made for them.)
+        // names pinned, nothing made for them; `.config/miserc.toml`'s directory is named for a pin
+        // too, which holds only where it exists.)
         let start_up: Vec<PathBuf> = PROJECT_START_UP_FILES.iter().map(|name| repo.join(name)).collect();
         assert!(start_up.iter().all(|name| access.pinned.contains(name) && access.watched.contains(name)));
         assert!(start_up.iter().all(|name| !name.exists()), "nothing made for them");
-        access.pinned.retain(|path| !start_up.contains(path));
+        access.pinned.retain(|path| !start_up.contains(path) && *path != repo.join(".config"));
         access.watched.retain(|path| !start_up.contains(path));
         assert_eq!(access.pinned, vec![repo.join(".git"), repo.join(".git/info"), repo.join(".git/refs")]);
         assert_eq!(access.read_only, vec![repo.join(".git/hooks"), repo.join(".git/config")]);
@@ -2348,7 +2360,8 @@ mod tests {
         std::fs::write(git.join("worktrees/wt/commondir"), "../..\n").unwrap();
         std::fs::write(repo.join("sub/.git"), "gitdir: ../.git/modules/libs/a\n").unwrap();
         let mut access = write_access(Agent::Pi, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
-        let start_up: Vec<PathBuf> = PROJECT_START_UP_FILES.iter().map(|name| repo.join(name)).collect();
+        let start_up: Vec<PathBuf> =
+            PROJECT_START_UP_FILES.iter().map(|name| repo.join(name)).chain([repo.join(".config")]).collect();
         access.pinned.retain(|path| !start_up.contains(path));
         let under = |paths: &[&str]| paths.iter().map(|path| repo.join(path)).collect::<Vec<_>>();
         assert_eq!(
