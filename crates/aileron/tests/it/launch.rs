@@ -5816,3 +5816,42 @@ fn mises_early_settings_made_by_the_agent_are_moved_aside() {
         );
     }
 }
+
+/// What the fortieth re-attack left of its L9: mise (where `idiomatic_version_file_enable_tools`
+/// names node) reads node's version from a `package.json`'s `devEngines.runtime`, and a `path:`
+/// there runs the agent's `node` at the user's next one in the project. JSON has no comment to
+/// leave a line as: the member holding the agent's `path:` is taken out (the runtime left with
+/// its name alone), the user's own and the rest of the file stay as they were.
+#[test]
+fn a_runtime_run_from_the_project_that_the_agent_added_to_package_json_is_taken_out() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let package = "{\n  \"name\": \"app\",\n  \"scripts\": { \"test\": \"node --test\" },\n  \"engines\": { \"bun\": \"path:/opt/bun\" }\n}\n";
+    std::fs::write(work.join("package.json"), package).unwrap();
+    let script = "#!/usr/bin/env python3\nimport json, os\n\
+                  for path in ('package.json', 'svc/package.json'):\n\
+                  \x20   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)\n\
+                  \x20   data = json.load(open(path)) if os.path.exists(path) else {'name': 'svc'}\n\
+                  \x20   data['devEngines'] = {'runtime': [{'name': 'node', 'version': 'path:./.cache/n'}, {'name': 'bun', 'version': '1.2'}]}\n\
+                  \x20   json.dump(data, open(path, 'w'), indent=2)\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    for file in ["package.json", "svc/package.json"] {
+        let warned = format!(
+            "wrote into {} a tool to run from a directory of the project (path:./.cache/n)",
+            work.join(file).display()
+        );
+        assert!(said.contains(&warned), "{file}: {said}");
+        let now: Value = serde_json::from_str(&std::fs::read_to_string(work.join(file)).unwrap()).unwrap();
+        assert_eq!(
+            now["devEngines"]["runtime"],
+            serde_json::json!([{ "name": "node" }, { "name": "bun", "version": "1.2" }]),
+            "{file}: {now:#}"
+        );
+    }
+    let now: Value = serde_json::from_str(&std::fs::read_to_string(work.join("package.json")).unwrap()).unwrap();
+    assert_eq!(now["engines"]["bun"], "path:/opt/bun", "the user's own stays: {now:#}");
+    assert_eq!(now["scripts"]["test"], "node --test", "{now:#}");
+}

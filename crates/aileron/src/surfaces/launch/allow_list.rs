@@ -1316,8 +1316,9 @@ pub fn version_scopes(dirs: &[PathBuf]) -> Vec<(PathBuf, Names)> {
 }
 
 /// The version files of [`version_scopes`].
-const VERSION_FILES: [&str; 14] = [
+const VERSION_FILES: [&str; 15] = [
     ".tool-versions",
+    "package.json",
     ".nvmrc",
     ".node-version",
     ".python-version",

@@ -1292,7 +1292,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = version_files_at_launch
         .into_iter()
         .map(|file| {
-            let lines = planted::lines_that_run(&file, planted::runs_a_local_tool);
+            let lines = planted::local_tools(&file);
             (file, lines)
         })
         .collect();
@@ -1447,10 +1447,22 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     for (n, file) in tool_versions.iter().enumerate() {
         let known = local_tools_at_launch.get(file).map(Vec::as_slice).unwrap_or_default();
         let kept_as = format!("{n}-tool-versions");
-        let Some(taken) = planted::take_out_lines(file, planted::runs_a_local_tool, known, &quarantine, &kept_as)
-        else {
+        let Some(taken) = planted::take_out_local_tools(file, known, &quarantine, &kept_as) else {
             continue;
         };
+        if file.file_name().is_some_and(|name| name == "package.json") {
+            log_line!(
+                "aileron: warning: {} wrote into {} a tool to run from a directory of the project ({}): mise would \
+                 run it at your next use of the tool there; taken out (the rest of the file is as it was); {}\nhint: \
+                 put back what you want from the copy kept",
+                agent.name(),
+                shown(&taken.file),
+                taken.taken.join("; "),
+                taken.kept_where()
+            );
+            lines_taken_out.push(taken.file);
+            continue;
+        }
         log_line!(
             "aileron: warning: {} wrote into {} a tool to run from a directory of the project ({}): mise and asdf \
              would run it at your next use of the tool there; taken out, left as comments; {}\nhint: remove the \

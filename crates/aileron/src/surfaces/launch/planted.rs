@@ -413,13 +413,18 @@ pub fn take_out_lines(
             }
         })
         .collect();
-    // With the mode it had (a `.tool-versions` kept private stays so).
+    written_back(file, without.as_bytes())?;
+    Some(TakenOut { file: file.to_path_buf(), taken: lines, kept })
+}
+
+/// `file` written again as `bytes`, with the mode it had (a `.tool-versions` kept private stays
+/// so); a link is replaced by the file.
+fn written_back(file: &Path, bytes: &[u8]) -> Option<()> {
     let mode = std::fs::symlink_metadata(file).map_or(0o644, |metadata| {
         use std::os::unix::fs::PermissionsExt as _;
         metadata.permissions().mode() & 0o7777
     });
-    crate::platform::home::write_atomic(file, without.as_bytes(), mode).ok()?;
-    Some(TakenOut { file: file.to_path_buf(), taken: lines, kept })
+    crate::platform::home::write_atomic(file, bytes, mode).ok()
 }
 
 /// Whether a line of a `.tool-versions` (mise's and asdf's) runs a tool from a directory it
@@ -430,6 +435,85 @@ pub fn runs_a_local_tool(line: &str) -> bool {
     // `java=path:…` in `.sdkmanrc` (the fortieth re-attack's L9), `vpath:` and `ruby-path:` (the
     // forty-first's M4).
     line.split_whitespace().any(|version| version.contains("path:"))
+}
+
+/// The members of a `package.json` mise reads a tool's version from (`devEngines.runtime`, with
+/// `idiomatic_version_file_enable_tools` naming the tool: the fortieth re-attack's L9), with
+/// `engines`: each looked through whole.
+const PACKAGE_VERSION_MEMBERS: [&str; 2] = ["devEngines", "engines"];
+
+fn is_package_json(file: &Path) -> bool {
+    file.file_name().is_some_and(|name| name == "package.json")
+}
+
+/// What a version file runs from a directory of its own naming: its lines that do
+/// ([`runs_a_local_tool`]), or a `package.json`'s strings in [`PACKAGE_VERSION_MEMBERS`] that name
+/// a `path:`.
+pub fn local_tools(file: &Path) -> Vec<String> {
+    if !is_package_json(file) {
+        return lines_that_run(file, runs_a_local_tool);
+    }
+    let mut found = Vec::new();
+    let json = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+    for member in PACKAGE_VERSION_MEMBERS.iter().filter_map(|member| json.as_ref()?.get(member)) {
+        without_local_tools(&mut member.clone(), &[], &mut found);
+    }
+    found
+}
+
+/// Takes out of the version file `file` the tools it runs from a directory that are not among
+/// `known` (those at launch): [`take_out_lines`], or for a `package.json` (JSON has no comment to
+/// leave a line as) the member or item holding each, the rest of the file as it was; the file as
+/// it was kept in `quarantine` as `kept_as` first.
+pub fn take_out_local_tools(file: &Path, known: &[String], quarantine: &Path, kept_as: &str) -> Option<TakenOut> {
+    let too_large = || std::fs::metadata(file).is_ok_and(|metadata| metadata.len() > MAX_TAKE_OUT_BYTES);
+    if !is_package_json(file) || too_large() {
+        return take_out_lines(file, runs_a_local_tool, known, quarantine, kept_as);
+    }
+    let bytes = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES).ok()?;
+    let json: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let mut text = String::from_utf8(bytes.clone()).ok()?;
+    let mut taken = Vec::new();
+    for member in PACKAGE_VERSION_MEMBERS {
+        let Some(mut value) = json.get(member).cloned() else { continue };
+        let before = taken.len();
+        without_local_tools(&mut value, known, &mut taken);
+        if taken.len() > before {
+            text = super::jsonc::upsert(&text, &[member], &value).ok()?;
+        }
+    }
+    if taken.is_empty() {
+        return None;
+    }
+    let kept = kept_in(quarantine, kept_as, &bytes);
+    written_back(file, text.as_bytes())?;
+    Some(TakenOut { file: file.to_path_buf(), taken, kept })
+}
+
+/// `value` without the strings in it that name a `path:` and are not among `known`, each added
+/// to `taken`: the object member or array item holding one dropped (a string alone emptied).
+fn without_local_tools(value: &mut serde_json::Value, known: &[String], taken: &mut Vec<String>) {
+    use serde_json::Value;
+    let mut added = |value: &Value| match value {
+        Value::String(version) if runs_a_local_tool(version) && !known.contains(version) => {
+            taken.push(version.clone());
+            false
+        }
+        _ => true,
+    };
+    match value {
+        Value::String(_) if !added(value) => *value = Value::String(String::new()),
+        Value::Array(items) => items.retain(|item| added(item)),
+        Value::Object(members) => members.retain(|_, member| added(member)),
+        _ => {}
+    }
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|item| without_local_tools(item, known, taken)),
+        Value::Object(members) => members.values_mut().for_each(|member| without_local_tools(member, known, taken)),
+        _ => {}
+    }
 }
 
 /// A file the agent reads as a copy without credentials: the file, its copy, and how to write one.
