@@ -5122,7 +5122,8 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     std::fs::set_permissions(work.join(".tool-versions"), std::fs::Permissions::from_mode(0o600)).unwrap();
     let script = "#!/bin/sh\nmkdir -p .cache/n/bin svc\necho \"node path:$PWD/.cache/n\" >> .tool-versions\n\
                   echo \"node path:$PWD/.cache/n\" > svc/.tool-versions\necho \"path:$PWD/.cache/n\" > .nvmrc\n\
-                  echo \"java=path:$PWD/.cache/j\" > .sdkmanrc\necho \"path:./.cache/g\" > svc/.go-version\n";
+                  echo \"java=path:$PWD/.cache/j\" > .sdkmanrc\necho \"path:./.cache/g\" > svc/.go-version\n\
+                  echo \"path:./.cache/t\" > .terraform-version\necho \"path:./.cache/d\" > svc/.deno-version\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
@@ -5144,7 +5145,7 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     let nvmrc = std::fs::read_to_string(work.join(".nvmrc")).unwrap();
     assert!(nvmrc.starts_with("# aileron: written while an agent ran, taken out: path:"), "{nvmrc}");
     // And the others mise reads (the fortieth re-attack's L9).
-    for file in [".sdkmanrc", "svc/.go-version"] {
+    for file in [".sdkmanrc", "svc/.go-version", ".terraform-version", "svc/.deno-version"] {
         let kept = std::fs::read_to_string(work.join(file)).unwrap();
         assert!(kept.starts_with("# aileron: written while an agent ran, taken out: "), "{file}: {kept}");
     }

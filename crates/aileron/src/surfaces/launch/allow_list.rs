@@ -1316,9 +1316,14 @@ pub fn version_scopes(dirs: &[PathBuf]) -> Vec<(PathBuf, Names)> {
 }
 
 /// The version files of [`version_scopes`].
-const VERSION_FILES: [&str; 15] = [
+const VERSION_FILES: [&str; 19] = [
     ".tool-versions",
     "package.json",
+    // The forty-second re-attack's N5: mise takes a `path:` in these too.
+    ".deno-version",
+    ".terraform-version",
+    ".swift-version",
+    ".packer-version",
     ".nvmrc",
     ".node-version",
     ".python-version",

@@ -481,7 +481,13 @@ pub const STRATEGY_FILES: [&str; 3] = ["rebase-merge/strategy", "rebase-apply/st
 /// `git-merge-<strategy>`, found in `PATH` unless the name holds a `/`, when it is a program of
 /// the worktree's. Read through a link, as git reads it.
 pub fn names_a_strategy_path(file: &Path) -> bool {
-    let Ok(text) = read_limited(file, true) else { return false };
+    // Git's are a few lines: one larger than this is not git's (a line after 4 MiB of padding went
+    // unread: the forty-second re-attack's N6), and is taken for one that names a path.
+    const MAX_STRATEGY_BYTES: u64 = 1024 * 1024;
+    let Ok(text) = read_capped(file, true, MAX_STRATEGY_BYTES + 1) else { return false };
+    if text.len() as u64 > MAX_STRATEGY_BYTES {
+        return true;
+    }
     let text = String::from_utf8_lossy(&text);
     if !file.ends_with("sequencer/opts") {
         return text.contains('/');
@@ -907,7 +913,9 @@ const MAX_GITFILE_BYTES: u64 = 1024 * 1024;
 /// More of a config or pointer file than this is not read (git's own are a few KiB).
 const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
-fn open_file(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
+/// A file the agent could have left, opened to be read without waiting (a FIFO swapped in does
+/// not block), through a link only when `follow`; anything but a regular file refused.
+pub fn open_file(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let flags = if follow { libc::O_NONBLOCK } else { libc::O_NONBLOCK | libc::O_NOFOLLOW };
     let file = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path)?;
@@ -1169,6 +1177,12 @@ mod tests {
             assert!(names_a_strategy_path(&opts), "{text}");
         }
         assert!(!names_a_strategy_path(&git_dir.join("rebase-apply/strategy")), "none there");
+        // After 4 MiB of comments (git reads the whole file: the forty-second re-attack's N6).
+        let padded = format!("{}[options]\n\tstrategy = ../../.cache/m\n", "# pad\n".repeat(800_000));
+        std::fs::write(&opts, padded).unwrap();
+        assert!(names_a_strategy_path(&opts));
+        std::fs::write(&opts, "[options]\n\tstrategy = ort\n").unwrap();
+        assert!(!names_a_strategy_path(&opts), "git's own");
     }
 
     /// W1's window: what a config gained that runs something is taken out, its lines kept as

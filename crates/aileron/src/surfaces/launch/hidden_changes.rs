@@ -108,26 +108,58 @@ fn read_named(git_dir: &Path, hash_len: usize, budget: &mut u64, mut visit: impl
 
 /// The replace refs (`refs/replace/…`) of a repository that no watch sees appear (a loose one
 /// under `refs/replace` is moved aside as it appears: `repositories`), each as its name and the
-/// object it names: those its `packed-refs` holds, and those of its reftable stack, if it keeps
-/// its refs in one (`Err`: the stack could not be read as git reads it).
-struct Replacements {
-    packed: HashSet<Vec<u8>>,
-    reftable: Result<HashSet<Vec<u8>>, String>,
-}
+/// object it names, place by place: its `packed-refs`, and if it keeps its refs in reftable
+/// stacks, its own and each linked worktree's (git reads a worktree's own stack as well as the
+/// common one there, and honours a replace ref in either: the forty-second re-attack's N1).
+/// `Err`: the place could not be read as git reads it.
+struct Replacements(Vec<(PathBuf, Result<HashSet<Vec<u8>>, String>)>);
+
+/// The most of a `packed-refs` read (git reads all of it: the first 4 MiB alone let a replace
+/// ref after 70,000 others through, the forty-second re-attack's N2); past it, said unread.
+const MAX_PACKED_REFS_BYTES: u64 = 1024 * 1024 * 1024;
 
 impl Replacements {
     /// Those of the repository whose git directory (or a linked worktree's) is `git_dir`.
     fn of(git_dir: &Path) -> Replacements {
-        let common = git::shared_dir(git_dir);
-        let packed = git::read_limited(&common.join("packed-refs"), true).unwrap_or_default();
-        let packed = packed
-            .split(|&byte| byte == b'\n')
-            .filter_map(|line| {
-                let (object, name) = line.split_at(line.iter().position(|&byte| byte == b' ')?);
-                name[1..].starts_with(b"refs/replace/").then(|| [&name[1..], b" ", object].concat())
-            })
-            .collect();
-        Replacements { packed, reftable: reftable::replace_refs(&common.join("reftable")) }
+        let common = super::repositories::without_dot_dots(&git::shared_dir(git_dir));
+        let packed = common.join("packed-refs");
+        let mut places = vec![(packed.clone(), packed_replacements(&packed))];
+        let stacks = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten().take(10_000);
+        let stacks = [common.join("reftable")].into_iter().chain(stacks.map(|entry| entry.path().join("reftable")));
+        for stack in stacks {
+            if std::fs::symlink_metadata(&stack).is_ok() {
+                let refs = reftable::replace_refs(&stack);
+                places.push((stack, refs));
+            }
+        }
+        Replacements(places)
+    }
+}
+
+/// The replace refs in `packed-refs` (`<object> <name>` lines), read line by line, whole.
+fn packed_replacements(file: &Path) -> Result<HashSet<Vec<u8>>, String> {
+    use std::io::{BufRead as _, Read as _};
+    let opened = match git::open_file(file, true) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
+        opened => opened.map_err(|error| error.to_string())?,
+    };
+    let mut reader = std::io::BufReader::new(opened.take(MAX_PACKED_REFS_BYTES + 1));
+    let (mut found, mut line, mut read) = (HashSet::new(), Vec::new(), 0);
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).map_err(|error| error.to_string())? {
+            0 => return Ok(found),
+            n => read += n as u64,
+        }
+        if read > MAX_PACKED_REFS_BYTES {
+            return Err(format!("larger than {} MiB", MAX_PACKED_REFS_BYTES >> 20));
+        }
+        let line = line.strip_suffix(b"\n").unwrap_or(&line);
+        let Some(blank) = line.iter().position(|&byte| byte == b' ') else { continue };
+        let (object, name) = (&line[..blank], &line[blank + 1..]);
+        if name.starts_with(b"refs/replace/") {
+            found.insert([name, b" ", object].concat());
+        }
     }
 }
 
@@ -141,7 +173,7 @@ pub struct Hidden {
     /// `packed-refs` files and reftable stacks that hold replace refs they did not hold at
     /// launch.
     pub replacements: Vec<PathBuf>,
-    /// Reftable stacks whose refs could not be read as git reads them, and why.
+    /// `packed-refs` files and reftable stacks that could not be read as git reads them, and why.
     pub refs_unread: Vec<(PathBuf, String)>,
     /// Files the agent could not write whose index entry, or whose version in any commit the
     /// session made, is another content than theirs (the thirty-fifth re-attack's G13): the user's
@@ -397,18 +429,17 @@ impl IndexSnapshot {
 }
 
 impl Hidden {
-    /// The replace refs of the repository of `git_dir` against what it held at launch: one it
-    /// did not hold then (or another object under a name it held) names where it was written.
+    /// The replace refs of the repository of `git_dir` against what it held at launch, place by
+    /// place: one it did not hold then (or another object under a name it held) names where it
+    /// was written.
     fn look_at_replacements(&mut self, git_dir: &Path, launched: &Replacements) {
-        let now = Replacements::of(git_dir);
-        let common = git::shared_dir(git_dir);
-        if !now.packed.is_subset(&launched.packed) {
-            self.replacements.push(common.join("packed-refs"));
-        }
-        match now.reftable {
-            Ok(now) if now.is_empty() || launched.reftable.as_ref().is_ok_and(|held| now.is_subset(held)) => {}
-            Ok(_) => self.replacements.push(common.join("reftable")),
-            Err(why) => self.refs_unread.push((common.join("reftable"), why)),
+        for (place, now) in Replacements::of(git_dir).0 {
+            let held = launched.0.iter().find(|(known, _)| *known == place).map(|(_, held)| held.as_ref());
+            match now {
+                Ok(now) if now.is_empty() || held.is_some_and(|held| held.is_ok_and(|held| now.is_subset(held))) => {}
+                Ok(_) => self.replacements.push(place),
+                Err(why) => self.refs_unread.push((place, why)),
+            }
         }
     }
 }
@@ -1216,8 +1247,23 @@ mod tests {
             .or_else(|_| std::fs::read_to_string(repo.join(".git/refs/heads/main")))
             .unwrap();
         let packed = format!("# pack-refs with: peeled fully-peeled sorted\n{} refs/replace/{}", head.trim(), head);
-        std::fs::write(repo.join(".git/packed-refs"), packed).unwrap();
+        std::fs::write(repo.join(".git/packed-refs"), &packed).unwrap();
         assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/packed-refs")]);
+        // After 70,000 refs that sort before it (git reads the whole file; the first 4 MiB alone
+        // missed it: the forty-second re-attack's N2).
+        let pad: String = (0..70_000).map(|n| format!("{} refs/pad/{n:08}-{}\n", head.trim(), "x".repeat(40))).collect();
+        let padded = format!("# pack-refs with: peeled fully-peeled sorted\n{pad}{} refs/replace/{}", head.trim(), head);
+        assert!(padded.len() > 4 << 20);
+        std::fs::write(repo.join(".git/packed-refs"), &padded).unwrap();
+        assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/packed-refs")]);
+        assert!(git_out(&repo, &["replace", "-l"], &[]).unwrap().contains(head.trim()), "git reads it");
+        // And one that cannot be read is said so, not taken for none.
+        std::fs::remove_file(repo.join(".git/packed-refs")).unwrap();
+        std::os::unix::fs::symlink(repo.join("README"), repo.join(".git/packed-refs")).unwrap();
+        assert!(snapshot.hidden().refs_unread.is_empty(), "a link to a file is read through");
+        std::fs::remove_file(repo.join(".git/packed-refs")).unwrap();
+        std::fs::create_dir(repo.join(".git/packed-refs")).unwrap();
+        assert_eq!(snapshot.hidden().refs_unread.len(), 1);
     }
 
     /// The fortieth re-attack's L2: a repository that keeps its refs in a reftable stack, where a
@@ -1266,6 +1312,30 @@ mod tests {
         assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/reftable")]);
         assert!(git_as_user(&["replace", "-d", &c]));
         assert_eq!(snapshot.hidden(), Hidden::default(), "taken back");
+
+        // A replace ref in a linked worktree's own stack (the forty-second re-attack's N1): git
+        // there reads it as well as the common stack's. Made in a scratch repository and added to
+        // the worktree's list, as the agent would.
+        let worktree = repo.join("wt");
+        assert!(git_as_user(&["worktree", "add", "-q", worktree.to_str().unwrap()]));
+        {
+            let scratch = tempfile::tempdir().unwrap();
+            let scratch_repo = scratch.path();
+            assert!(git(scratch_repo, &["init", "-q", "--ref-format=reftable"]));
+            let objects = repo.join(".git/objects");
+            std::fs::write(scratch_repo.join(".git/objects/info/alternates"), objects.to_str().unwrap()).unwrap();
+            assert!(git(scratch_repo, &["update-ref", &format!("refs/replace/{c}"), &a]));
+            let made = std::fs::read_to_string(scratch_repo.join(".git/reftable/tables.list")).unwrap();
+            let table = made.lines().last().unwrap();
+            let stack = repo.join(".git/worktrees/wt/reftable");
+            std::fs::copy(scratch_repo.join(".git/reftable").join(table), stack.join(table)).unwrap();
+            let own = std::fs::read_to_string(stack.join("tables.list")).unwrap();
+            std::fs::write(stack.join("tables.list"), format!("{own}{table}\n")).unwrap();
+            assert!(git_out(&worktree, &["replace", "-l"], &[]).unwrap().contains(&c), "git in the worktree reads it");
+            assert_eq!(snapshot.hidden().replacements, vec![stack.clone()]);
+            std::fs::write(stack.join("tables.list"), own).unwrap();
+            assert_eq!(snapshot.hidden(), Hidden::default());
+        }
 
         // Git compacting the stack changes no ref.
         assert!(git_as_user(&["pack-refs", "--all"]));

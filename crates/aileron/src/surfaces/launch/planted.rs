@@ -418,9 +418,10 @@ pub fn take_out_lines(
 }
 
 /// `file` written again as `bytes`, with the mode it had (a `.tool-versions` kept private stays
-/// so); a link is replaced by the file.
+/// so); a link is replaced by the file, with the mode of the file it led to (not the link's own
+/// 0777: the forty-second re-attack's N9).
 fn written_back(file: &Path, bytes: &[u8]) -> Option<()> {
-    let mode = std::fs::symlink_metadata(file).map_or(0o644, |metadata| {
+    let mode = std::fs::metadata(file).map_or(0o644, |metadata| {
         use std::os::unix::fs::PermissionsExt as _;
         metadata.permissions().mode() & 0o7777
     });
@@ -905,12 +906,16 @@ mod tests {
         let agents = work.join(".cache/tv");
         std::fs::create_dir_all(agents.parent().unwrap()).unwrap();
         std::fs::write(&agents, "nodejs 20\nnode vpath:./.cache/n\n").unwrap();
+        std::fs::set_permissions(&agents, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
         let linked = work.join("svc/.node-version");
         std::fs::create_dir_all(linked.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(&agents, &linked).unwrap();
         let taken = take_out_lines(&linked, runs_a_local_tool, &[], &quarantine, "1-tool-versions").unwrap();
         assert_eq!(taken.taken, ["node vpath:./.cache/n"]);
         assert!(!std::fs::symlink_metadata(&linked).unwrap().is_symlink(), "the link replaced by the file");
+        // With the mode of the file it led to, not the link's 0777 (the forty-second re-attack's N9).
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::metadata(&linked).unwrap().permissions().mode() & 0o7777, 0o640);
         // The user's own lines, read through the user's link at launch, stay.
         let users = work.join("users-versions");
         std::fs::write(&users, "python path:/opt/py\n").unwrap();
