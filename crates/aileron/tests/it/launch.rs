@@ -5856,3 +5856,29 @@ fn a_runtime_run_from_the_project_that_the_agent_added_to_package_json_is_taken_
     assert_eq!(now["engines"]["bun"], "path:/opt/bun", "the user's own stays: {now:#}");
     assert_eq!(now["scripts"]["test"], "node --test", "{now:#}");
 }
+
+/// The forty-second re-attack's N7: a linked worktree checked out outside the workspace keeps its
+/// rebase's state in the repository's `.git/worktrees/<name>/`, which the agent may write; a todo
+/// with an `exec` left there ran at the user's `git rebase --continue` in that worktree. Its steps
+/// that run commands are taken out as the workspace's own are, and a strategy named by a path
+/// there is moved aside.
+#[test]
+fn a_rebase_left_in_a_linked_worktrees_state_runs_no_command_the_agent_added() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let linked = rig.workspace().with_file_name("linked");
+    let added =
+        Command::new("git").args(["worktree", "add", "-q", linked.to_str().unwrap()]).current_dir(&work).status();
+    assert!(added.unwrap().success());
+    let script = "#!/bin/sh\nset -e\nstate=.git/worktrees/linked/rebase-merge\nmkdir -p $state\n\
+                  echo 'exec touch pwned' > $state/git-rebase-todo\necho '../../.cache/m' > $state/strategy\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let state = work.join(".git/worktrees/linked/rebase-merge");
+    assert!(said.contains("left a rebase in progress whose next steps run commands (exec touch pwned)"), "{said}");
+    let todo = std::fs::read_to_string(state.join("git-rebase-todo")).unwrap();
+    assert!(todo.starts_with("# aileron: written while an agent ran, taken out: exec touch pwned"), "{todo}");
+    assert!(!state.join("strategy").exists(), "moved aside: {said}");
+}

@@ -715,6 +715,23 @@ pub fn shared_dir(git_dir: &Path) -> PathBuf {
     common_dir(git_dir).unwrap_or_else(|| git_dir.to_path_buf())
 }
 
+/// `git_dirs` and the git directories of their repositories' linked worktrees (`worktrees/<name>`
+/// of each one's common directory): a rebase, a cherry-pick or an `am` in progress in a worktree
+/// checked out elsewhere keeps its state there, in what the agent may write (the forty-second
+/// re-attack's N7 left a todo with an `exec` for the user's `git rebase --continue` there).
+pub fn with_linked_worktrees<'a>(git_dirs: impl IntoIterator<Item = &'a PathBuf>) -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for git_dir in git_dirs {
+        all.push(git_dir.clone());
+        let linked = std::fs::read_dir(shared_dir(git_dir).join("worktrees")).into_iter().flatten().flatten();
+        let linked = linked.take(10_000).filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()));
+        all.extend(linked.map(|entry| entry.path()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|dir| seen.insert(dir.clone()));
+    all
+}
+
 /// The common directory `git_dir`'s `commondir` names (a linked worktree's administrative
 /// directory names its repository's), read as git reads it; `None` when there is no `commondir`.
 pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {

@@ -1251,8 +1251,10 @@ mod tests {
         assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/packed-refs")]);
         // After 70,000 refs that sort before it (git reads the whole file; the first 4 MiB alone
         // missed it: the forty-second re-attack's N2).
-        let pad: String = (0..70_000).map(|n| format!("{} refs/pad/{n:08}-{}\n", head.trim(), "x".repeat(40))).collect();
-        let padded = format!("# pack-refs with: peeled fully-peeled sorted\n{pad}{} refs/replace/{}", head.trim(), head);
+        let pad: String =
+            (0..70_000).map(|n| format!("{} refs/pad/{n:08}-{}\n", head.trim(), "x".repeat(40))).collect();
+        let padded =
+            format!("# pack-refs with: peeled fully-peeled sorted\n{pad}{} refs/replace/{}", head.trim(), head);
         assert!(padded.len() > 4 << 20);
         std::fs::write(repo.join(".git/packed-refs"), &padded).unwrap();
         assert_eq!(snapshot.hidden().replacements, vec![repo.join(".git/packed-refs")]);

@@ -1272,9 +1272,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let strays_at_launch = git::strays_in(&existing_git_dirs).found;
     // What in a rebase's todo list and a `.tool-versions` runs something, at launch (F9, F12).
     let todo = |git_dir: &PathBuf| git_dir.join(git::REBASE_TODO);
-    let rebase_commands_at_launch: HashMap<PathBuf, Vec<String>> = existing_git_dirs
-        .iter()
-        .map(|dir| (dir.clone(), planted::lines_that_run(&todo(dir), git::runs_a_command)))
+    let rebase_commands_at_launch: HashMap<PathBuf, Vec<String>> = git::with_linked_worktrees(&existing_git_dirs)
+        .into_iter()
+        .map(|dir| {
+            let commands = planted::lines_that_run(&todo(&dir), git::runs_a_command);
+            (dir, commands)
+        })
         .collect();
     // And the repository's own ignore patterns (L8).
     let excluded_at_launch: HashMap<PathBuf, Vec<String>> = existing_git_dirs
@@ -1382,9 +1385,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // `git-merge-<strategy>`, and a name with a `/` is a program of the workspace's (the
     // thirty-sixth re-attack's H19: `strategy` = `../../scripts/x.sh` beside a `git-merge-..`
     // directory, run by the user's `git rebase --continue`). Moved aside: git goes on with its own.
-    let strategies: Vec<PathBuf> = existing_git_dirs
+    // (Those of the linked worktrees too: N7.)
+    let state_dirs = git::with_linked_worktrees(existing_git_dirs.iter().chain(&made_git_dirs));
+    let strategies: Vec<PathBuf> = state_dirs
         .iter()
-        .chain(&made_git_dirs)
         .flat_map(|dir| git::STRATEGY_FILES.iter().map(move |file| dir.join(file)))
         .filter(|file| git::names_a_strategy_path(file))
         .collect();
@@ -1392,8 +1396,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // A `git am` left in progress, and conflict resolutions recorded for rerere, made in the
     // session: git applies them at the user's `am --continue` or next conflicting merge (the
     // fortieth re-attack's L4, L5). Moved aside.
-    let git_dirs: Vec<PathBuf> = existing_git_dirs.iter().chain(&made_git_dirs).cloned().collect();
-    planted::move_all(&indexes_at_launch.replayed_state(&git_dirs), &[], &quarantine, &mut quarantined);
+    planted::move_all(&indexes_at_launch.replayed_state(&state_dirs), &[], &quarantine, &mut quarantined);
     for moved in &quarantined {
         log_line!("aileron: warning: {}", moved.report(agent.name()));
     }
@@ -1403,7 +1406,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // A rebase the agent left in progress with steps that run commands (F9), and a
     // `.tool-versions` that runs a tool from a directory (F12).
     let mut lines_taken_out = Vec::new();
-    for (n, git_dir) in existing_git_dirs.iter().chain(&made_git_dirs).enumerate() {
+    for (n, git_dir) in state_dirs.iter().enumerate() {
         let known = rebase_commands_at_launch.get(git_dir).map(Vec::as_slice).unwrap_or_default();
         let kept_as = format!("{n}-rebase-todo");
         let Some(taken) = planted::take_out_lines(&todo(git_dir), git::runs_a_command, known, &quarantine, &kept_as)
