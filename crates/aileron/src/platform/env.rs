@@ -135,6 +135,15 @@ pub fn get(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// The variables of the process whose names `wanted` picks, with their values (those not valid
+/// Unicode left out).
+pub fn named_like(wanted: impl Fn(&str) -> bool) -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, _)| wanted(name))
+        .collect()
+}
+
 /// Whether a variable of another program holds a value (a credential variable `aileron launch`
 /// withholds from the agent); its value is never read.
 pub fn holds_value(name: &str) -> bool {

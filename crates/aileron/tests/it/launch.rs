@@ -5882,3 +5882,39 @@ fn a_rebase_left_in_a_linked_worktrees_state_runs_no_command_the_agent_added() {
     assert!(todo.starts_with("# aileron: written while an agent ran, taken out: exec touch pwned"), "{todo}");
     assert!(!state.join("strategy").exists(), "moved aside: {said}");
 }
+
+/// The forty-second re-attack's N4: npm reads its settings from `npm_config_<key>` in any case
+/// (`NPM_CONFIG_SCRIPT_SHELL`, a mixed-case `npm_config_Userconfig`), and several name code: the
+/// shell every `npm test` runs its script with, a config setting one. With such a variable naming
+/// a file of the workspace, that file is read-only to the agent, as for the other code variables;
+/// and Terraform's CLI config, named by `TF_CLI_CONFIG_FILE`, likewise.
+#[test]
+fn files_npm_and_terraform_settings_in_any_spelling_name_are_read_only() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let names = ["bin/npmsh", "npmrc-global", "npmrc-user", "terraformrc"];
+    for name in names {
+        std::fs::create_dir_all(work.join(name).parent().unwrap()).unwrap();
+        std::fs::write(work.join(name), "# the user's\n").unwrap();
+    }
+    let at = |name: &str| work.join(name).display().to_string();
+    let script = format!(
+        "#!/bin/sh\nfor f in {}; do echo 'script-shell=/tmp/x' >> \"$f\" 2>/dev/null && echo \"WROTE $f\"; done\nexit 0\n",
+        names.join(" ")
+    );
+    claude_runs(&rig, &script);
+    let env = [
+        ("NPM_CONFIG_SCRIPT_SHELL", at("bin/npmsh")),
+        ("npm_config_Globalconfig", at("npmrc-global")),
+        ("npm_config_Userconfig", at("npmrc-user")),
+        ("TF_CLI_CONFIG_FILE", at("terraformrc")),
+    ];
+    let env: Vec<(&str, &std::ffi::OsStr)> = env.iter().map(|(name, value)| (*name, value.as_ref())).collect();
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &env);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(!said.contains("WROTE"), "{said}");
+    for name in names {
+        assert_eq!(std::fs::read_to_string(work.join(name)).unwrap(), "# the user's\n", "{name}: {said}");
+    }
+}

@@ -1566,7 +1566,7 @@ fn start_up_modules(dir: &Path, tags: &[String]) -> Vec<PathBuf> {
 /// re-attack's C3: with `PYTHONSTARTUP`, `PYTHONPATH`, `NODE_OPTIONS`, `BASH_ENV`, `LESSOPEN`
 /// naming files of a dotfiles workspace, every later `python3`, `node`, script and `less` of the
 /// user's ran what the agent wrote there).
-pub const CODE_VARIABLES: [&str; 59] = [
+pub const CODE_VARIABLES: [&str; 70] = [
     "PYTHONSTARTUP",
     "PYTHONPATH",
     "NODE_OPTIONS",
@@ -1632,14 +1632,52 @@ pub const CODE_VARIABLES: [&str; 59] = [
     "CC",
     "CXX",
     "GOFLAGS",
-    // And the forty-first's M5: what every `make` reads in, npm's lowercase spelling of its user
-    // config, git's proxy program, psql's and irb's start-up files.
+    // And the forty-first's M5: what every `make` reads in, git's proxy program, psql's and irb's
+    // start-up files.
     "MAKEFILES",
-    "npm_config_userconfig",
     "GIT_PROXY_COMMAND",
     "PSQLRC",
     "IRBRC",
+    // npm's other settings that name code (the forty-second re-attack's N4), read in any
+    // spelling npm takes ([`npm_code_variable`]): its global config, the shell it runs every
+    // script with, its shell and editor, `npm init`'s module, the node options of its scripts.
+    "NPM_CONFIG_GLOBALCONFIG",
+    "NPM_CONFIG_SCRIPT_SHELL",
+    "NPM_CONFIG_SHELL",
+    "NPM_CONFIG_EDITOR",
+    "NPM_CONFIG_INIT_MODULE",
+    "NPM_CONFIG_NODE_OPTIONS",
+    // And the round's others: Terraform's CLI config (a provider directory of its own), Go's
+    // environment file (`GOFLAGS=-toolexec=`), pip's config, screen's start-up file, Perl's
+    // debugger's code, the mailcap files (a viewer each).
+    "TF_CLI_CONFIG_FILE",
+    "GOENV",
+    "PIP_CONFIG_FILE",
+    "SCREENRC",
+    "PERL5DB",
+    "MAILCAPS",
 ];
+
+/// npm's settings of [`CODE_VARIABLES`], by the key npm reads from `npm_config_<key>`.
+const NPM_CODE_SETTINGS: [(&str, &str); 7] = [
+    ("userconfig", "NPM_CONFIG_USERCONFIG"),
+    ("globalconfig", "NPM_CONFIG_GLOBALCONFIG"),
+    ("script-shell", "NPM_CONFIG_SCRIPT_SHELL"),
+    ("shell", "NPM_CONFIG_SHELL"),
+    ("editor", "NPM_CONFIG_EDITOR"),
+    ("init-module", "NPM_CONFIG_INIT_MODULE"),
+    ("node-options", "NPM_CONFIG_NODE_OPTIONS"),
+];
+
+/// The [`CODE_VARIABLES`] name an environment variable is to npm: npm reads `npm_config_<key>`
+/// with the prefix in any case, the key in any case, `_` or `-` between its words (the
+/// forty-second re-attack's N4: `npm_config_Userconfig`, read as the user config, was not
+/// looked at); `None` for any other.
+pub fn npm_code_variable(name: &str) -> Option<&'static str> {
+    let prefix = name.get(..11).filter(|prefix| prefix.eq_ignore_ascii_case("npm_config_"))?;
+    let key = name[prefix.len()..].to_ascii_lowercase().replace('_', "-");
+    NPM_CODE_SETTINGS.iter().find(|(known, _)| *known == key).map(|(_, variable)| *variable)
+}
 
 /// What [`CODE_VARIABLES`] name: each absolute path in their values (after `~/`, split at blanks,
 /// `:`, `|`, `=` and quotes), and for each directory on `PYTHONPATH` the start-up modules Python
@@ -1736,14 +1774,29 @@ fn named_in_value<'a>(name: &str, value: &'a str) -> Vec<std::borrow::Cow<'a, st
 }
 
 /// The [`CODE_VARIABLES`] whose value is a list of directories, `:`-separated.
-const PATH_LIST_VARIABLES: [&str; 8] =
-    ["PYTHONPATH", "PERL5LIB", "PERLLIB", "RUBYLIB", "NODE_PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "HGRCPATH"];
+const PATH_LIST_VARIABLES: [&str; 9] = [
+    "PYTHONPATH",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYLIB",
+    "NODE_PATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "HGRCPATH",
+    "MAILCAPS",
+];
 
 /// The [`CODE_VARIABLES`] whose whole value is one path.
-const ONE_PATH_VARIABLES: [&str; 24] = [
+const ONE_PATH_VARIABLES: [&str; 30] = [
     "PSQLRC",
     "IRBRC",
-    "npm_config_userconfig",
+    "NPM_CONFIG_USERCONFIG",
+    "NPM_CONFIG_GLOBALCONFIG",
+    "NPM_CONFIG_INIT_MODULE",
+    "TF_CLI_CONFIG_FILE",
+    "GOENV",
+    "PIP_CONFIG_FILE",
+    "SCREENRC",
     "STARSHIP_CONFIG",
     "RIPGREP_CONFIG_PATH",
     "OPENSSL_CONF",
@@ -3021,6 +3074,27 @@ mod tests {
         assert!(made.contains(&repo.join("svc/node_modules/@sc/pkg")), "{made:?}");
         assert!(access.watched.contains(&repo.join("lib/sitecustomize.py")), "{:?}", access.watched);
         assert!(access.notes.iter().any(|note| note.contains("BASH_ENV names it")), "{:?}", access.notes);
+    }
+
+    /// The forty-second re-attack's N4: npm's variables in each spelling npm reads.
+    #[test]
+    fn npms_variables_are_read_in_each_spelling_npm_takes() {
+        for (name, one) in [
+            ("npm_config_userconfig", Some("NPM_CONFIG_USERCONFIG")),
+            ("npm_config_Userconfig", Some("NPM_CONFIG_USERCONFIG")),
+            ("NPM_CONFIG_SCRIPT_SHELL", Some("NPM_CONFIG_SCRIPT_SHELL")),
+            ("npm_config_script-shell", Some("NPM_CONFIG_SCRIPT_SHELL")),
+            ("Npm_Config_GlobalConfig", Some("NPM_CONFIG_GLOBALCONFIG")),
+            ("npm_config_registry", None),
+            ("npm_confi", None),
+            ("NPM_CONFIG_", None),
+        ] {
+            assert_eq!(npm_code_variable(name), one, "{name}");
+        }
+        assert!(npm_code_variable("npm_config_é").is_none());
+        for (_, one) in NPM_CODE_SETTINGS {
+            assert!(CODE_VARIABLES.contains(&one), "{one} is read as code");
+        }
     }
 
     /// The thirtieth re-attack's B12: a plain `~/.bashrc` (and `.tmux.conf`, the ssh config, the

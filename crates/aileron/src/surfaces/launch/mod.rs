@@ -236,6 +236,13 @@ impl LaunchEnv {
             .chain(&allow_list::CODE_VARIABLES)
             .filter_map(|name| env::get(name).map(|value| (name.to_string(), value)))
             .collect();
+        // npm's settings that name code, in whatever spelling npm takes them (N4), each under
+        // its one name (two spellings set: both values, a line each).
+        for (name, value) in env::named_like(|name| allow_list::npm_code_variable(name).is_some_and(|one| one != name))
+        {
+            let one = allow_list::npm_code_variable(&name).unwrap_or_default();
+            vars.entry(one.to_string()).and_modify(|held| *held = format!("{held}\n{value}")).or_insert(value);
+        }
         // `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>`, as many as `GIT_CONFIG_COUNT` says.
         let count = vars.get(repositories::GIT_CONFIG_COUNT).and_then(|count| count.parse::<usize>().ok());
         for name in (0..count.unwrap_or(0).min(1024)).flat_map(repositories::git_config_pair) {
