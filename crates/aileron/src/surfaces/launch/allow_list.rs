@@ -317,7 +317,8 @@ pub fn write_access(
     // And what mise's `trusted_config_paths` trusts with no link at all (its global config,
     // `MISE_TRUSTED_CONFIG_PATHS`): the thirty-fifth re-attack's G6.
     let roots_worked_in: Vec<PathBuf> = access.workspace.iter().chain(&user_paths).cloned().collect();
-    mise_trusted.extend(mise_trusted_paths(env).iter().flat_map(|dir| covered_by(dir, &roots_worked_in)));
+    let settings = mise_settings(env, &roots_worked_in);
+    mise_trusted.extend(mise_trusted_paths(env, &settings).iter().flat_map(|dir| covered_by(dir, &roots_worked_in)));
     mise_trusted.sort();
     mise_trusted.dedup();
     for dir in &mise_trusted {
@@ -334,9 +335,9 @@ pub fn write_access(
         access.trusted.push((dir.clone(), static_names(&MISE_FILE_NAMES)));
     }
     // The dotenv file mise loads in every directory when its `env_file` setting is on (L13).
-    if let Some(name) = mise_env_file(env) {
-        let named: Names = vec![std::borrow::Cow::Owned(name)];
-        access.trusted.extend(roots_worked_in.iter().map(|root| (root.clone(), named.clone())));
+    let env_files: Names = mise_env_files(env, &settings).into_iter().map(std::borrow::Cow::Owned).collect();
+    if !env_files.is_empty() {
+        access.trusted.extend(roots_worked_in.iter().map(|root| (root.clone(), env_files.clone())));
     }
     // What tools the user told to trust a project's own start-up files run from the workspace
     // (F6 of the thirty-fourth re-attack: gdb's `auto-load safe-path /`, vim's `exrc`, direnv's
@@ -1378,21 +1379,59 @@ fn covered_by(dir: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
     roots.iter().filter_map(part).collect()
 }
 
-/// The directories mise's `trusted_config_paths` setting trusts (its global config's
-/// `[settings]`, and `MISE_TRUSTED_CONFIG_PATHS`, `:`-separated).
-fn mise_trusted_paths(env: &LaunchEnv) -> Vec<PathBuf> {
+/// The `[settings]` of every config mise takes settings from before it looks at a project's
+/// (the forty-second re-attack's N3 and N8 set `env_file` and `trusted_config_paths` in
+/// `conf.d/`, which was not read): its global config (`MISE_GLOBAL_CONFIG_FILE`, else
+/// `config.toml` in `MISE_CONFIG_DIR` or `~/.config/mise`) and, in that directory,
+/// `config.local.toml`, `mise.toml` and `conf.d/*.toml`; the system's (`MISE_SYSTEM_CONFIG_DIR`,
+/// else `/etc/mise`); and the configs in the directories above each of `roots` (a trusted one
+/// there carries settings too), read whatever their trust.
+fn mise_settings(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<toml::Table> {
+    let dir =
+        env.var(MISE_CONFIG_DIR).map_or_else(|| env.config_home().join("mise"), |dir| by_home(&env.home_dir, dir));
+    let system = env.var(MISE_SYSTEM_CONFIG_DIR).map_or_else(|| PathBuf::from("/etc/mise"), PathBuf::from);
+    let global =
+        env.var(MISE_GLOBAL_CONFIG_FILE).map_or_else(|| dir.join("config.toml"), |file| by_home(&env.home_dir, file));
+    let mut files = vec![global];
+    for dir in [&dir, &system] {
+        files.extend(["config.toml", "config.local.toml", "mise.toml"].map(|name| dir.join(name)));
+        let mut conf_d: Vec<PathBuf> = std::fs::read_dir(dir.join("conf.d"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .take(1_000)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|extension| extension == "toml"))
+            .collect();
+        conf_d.sort();
+        files.extend(conf_d);
+    }
+    for root in roots {
+        for above in root.ancestors() {
+            files.extend(MISE_CONFIGS.iter().filter(|name| !name.ends_with("conf.d")).map(|name| above.join(name)));
+        }
+    }
+    files.sort();
+    files.dedup();
+    files
+        .iter()
+        .filter_map(|file| super::sourced::read_limited(file).ok()?.parse::<toml::Table>().ok())
+        .filter_map(|parsed| parsed.get("settings")?.as_table().cloned())
+        .collect()
+}
+
+/// The directories mise's `trusted_config_paths` setting trusts (in any of [`mise_settings`],
+/// and `MISE_TRUSTED_CONFIG_PATHS`, `:`-separated).
+fn mise_trusted_paths(env: &LaunchEnv, settings: &[toml::Table]) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = env
         .var(MISE_TRUSTED_CONFIG_PATHS)
         .map(|list| std::env::split_paths(list).filter(|path| path.is_absolute()).collect())
         .unwrap_or_default();
-    let config = env.config_home().join("mise/config.toml");
-    if let Ok(parsed) = super::sourced::read_limited(&config).unwrap_or_default().parse::<toml::Table>() {
-        let listed = parsed.get("settings").and_then(|settings| settings.get("trusted_config_paths"));
-        for path in listed.and_then(toml::Value::as_array).into_iter().flatten().filter_map(toml::Value::as_str) {
-            let path = by_home(&env.home_dir, path);
-            if path.is_absolute() {
-                paths.push(super::repositories::without_dot_dots(&path));
-            }
+    let listed = settings.iter().filter_map(|settings| settings.get("trusted_config_paths"));
+    for path in listed.filter_map(toml::Value::as_array).flatten().filter_map(toml::Value::as_str) {
+        let path = by_home(&env.home_dir, path);
+        if path.is_absolute() {
+            paths.push(super::repositories::without_dot_dots(&path));
         }
     }
     paths
@@ -1402,18 +1441,26 @@ fn mise_trusted_paths(env: &LaunchEnv) -> Vec<PathBuf> {
 pub const MISE_TRUSTED_CONFIG_PATHS: &str = "MISE_TRUSTED_CONFIG_PATHS";
 /// The dotenv file mise loads in every directory, as its `env_file` setting.
 pub const MISE_ENV_FILE: &str = "MISE_ENV_FILE";
+/// Where mise keeps its global configs, its global config file, and the system's configs.
+pub const MISE_CONFIG_DIR: &str = "MISE_CONFIG_DIR";
+pub const MISE_GLOBAL_CONFIG_FILE: &str = "MISE_GLOBAL_CONFIG_FILE";
+pub const MISE_SYSTEM_CONFIG_DIR: &str = "MISE_SYSTEM_CONFIG_DIR";
 
-/// The dotenv file mise's `env_file` setting has it load in every directory it is in, without
-/// asking for trust (`MISE_ENV_FILE`, or the global config's `[settings] env_file`): its
-/// `BASH_ENV=` ran the agent's script in every later `bash` of the user's there (the fortieth
-/// re-attack's L13). As a name wanted below every root.
-fn mise_env_file(env: &LaunchEnv) -> Option<String> {
-    let config = env.config_home().join("mise/config.toml");
-    let setting = || {
-        let parsed = super::sourced::read_limited(&config).unwrap_or_default().parse::<toml::Table>().ok()?;
-        parsed.get("settings")?.get("env_file")?.as_str().map(str::to_string)
-    };
-    let named = env.var(MISE_ENV_FILE).map(str::to_string).or_else(setting)?;
+/// The dotenv files mise's `env_file` setting has it load in every directory it is in, without
+/// asking for trust (`MISE_ENV_FILE`, or `[settings] env_file` in any of [`mise_settings`]):
+/// its `BASH_ENV=` ran the agent's script in every later `bash` of the user's there (the fortieth
+/// re-attack's L13). Each as a name wanted below every root.
+fn mise_env_files(env: &LaunchEnv, settings: &[toml::Table]) -> Vec<String> {
+    let set = settings.iter().filter_map(|settings| settings.get("env_file")?.as_str());
+    let mut names: Vec<String> = env.var(MISE_ENV_FILE).into_iter().chain(set).filter_map(env_file_name).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// An `env_file` setting's value as a name wanted below every root: a relative name, `./` and
+/// all, or one through directories (`./config/.env`); an absolute one is not in a root.
+fn env_file_name(named: &str) -> Option<String> {
     let named = named.trim();
     if named.is_empty() || named.starts_with('/') || named.starts_with('~') {
         return None;
@@ -3407,6 +3454,15 @@ mod tests {
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&repo.join("svc/mise.toml")), "{:?}", access.read_only);
         assert!(!access.read_only.contains(&repo.join("mise.toml")), "not trusted now: {:?}", access.read_only);
+        // N8: the setting in `conf.d/` instead (mise reads every file there as global settings).
+        std::fs::remove_file(home.join(".config/mise/config.toml")).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(!access.read_only.contains(&repo.join("svc/mise.toml")), "not set now: {:?}", access.read_only);
+        std::fs::create_dir_all(home.join(".config/mise/conf.d")).unwrap();
+        let settings = format!("[settings]\ntrusted_config_paths = [\"{}\"]\n", repo.join("svc").display());
+        std::fs::write(home.join(".config/mise/conf.d/trust.toml"), settings).unwrap();
+        let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+        assert!(access.read_only.contains(&repo.join("svc/mise.toml")), "{:?}", access.read_only);
     }
 
     /// The fortieth re-attack's L13: with mise's `env_file` setting on (its variable, or the
@@ -3432,6 +3488,31 @@ mod tests {
         std::fs::write(repo.join(".env.local"), "A=1\n").unwrap();
         let access = write_access(Agent::Claude, &env(&home), &repo, &[], &home.join("run/tmp"), &[]).unwrap();
         assert!(access.read_only.contains(&repo.join(".env.local")), "{:?}", access.read_only);
+        // The forty-second re-attack's N3: every other place mise takes the setting from.
+        std::fs::remove_file(home.join(".config/mise/config.toml")).unwrap();
+        let others = home.join("others");
+        std::fs::create_dir_all(others.join("conf.d")).unwrap();
+        for (file, variable, name) in [
+            (home.join(".config/mise/conf.d/env.toml"), None, ".env.a"),
+            (home.join(".config/mise/config.local.toml"), None, ".env.b"),
+            (home.join(".config/mise/mise.toml"), None, ".env.c"),
+            (others.join("global.toml"), Some((MISE_GLOBAL_CONFIG_FILE, others.join("global.toml"))), ".env.d"),
+            (others.join("conf.d/x.toml"), Some((MISE_CONFIG_DIR, others.clone())), ".env.e"),
+            (others.join("config.toml"), Some((MISE_SYSTEM_CONFIG_DIR, others.clone())), ".env.f"),
+            // A config in a directory above the workspace (one mise trusts carries settings).
+            (home.join("code/mise.toml"), None, ".env.g"),
+        ] {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, format!("[settings]\nenv_file = \"{name}\"\n")).unwrap();
+            std::fs::write(repo.join(name), "A=1\n").unwrap();
+            let mut env = env(&home);
+            if let Some((variable, value)) = variable {
+                env.vars.insert(variable.into(), value.display().to_string());
+            }
+            let access = write_access(Agent::Claude, &env, &repo, &[], &home.join("run/tmp"), &[]).unwrap();
+            assert!(access.read_only.contains(&repo.join(name)), "{}: {:?}", file.display(), access.read_only);
+            std::fs::remove_file(&file).unwrap();
+        }
     }
 
     /// The thirty-fourth re-attack's F6: the user's own settings have gdb, vim and direnv run a

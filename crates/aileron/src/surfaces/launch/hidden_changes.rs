@@ -112,7 +112,11 @@ fn read_named(git_dir: &Path, hash_len: usize, budget: &mut u64, mut visit: impl
 /// stacks, its own and each linked worktree's (git reads a worktree's own stack as well as the
 /// common one there, and honours a replace ref in either: the forty-second re-attack's N1).
 /// `Err`: the place could not be read as git reads it.
-struct Replacements(Vec<(PathBuf, Result<HashSet<Vec<u8>>, String>)>);
+struct Replacements(Vec<(PathBuf, Read)>);
+
+/// The replace refs read from one place, each as its name, a space and its object; or why they
+/// could not be read.
+type Read = Result<HashSet<Vec<u8>>, String>;
 
 /// The most of a `packed-refs` read (git reads all of it: the first 4 MiB alone let a replace
 /// ref after 70,000 others through, the forty-second re-attack's N2); past it, said unread.
@@ -137,7 +141,7 @@ impl Replacements {
 }
 
 /// The replace refs in `packed-refs` (`<object> <name>` lines), read line by line, whole.
-fn packed_replacements(file: &Path) -> Result<HashSet<Vec<u8>>, String> {
+fn packed_replacements(file: &Path) -> Read {
     use std::io::{BufRead as _, Read as _};
     let opened = match git::open_file(file, true) {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),

@@ -86,13 +86,17 @@ const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
 const KEPT_LINKS: &str = "launch-links";
 /// The shell's name for its working directory (links as the user followed them).
 const PWD: &str = "PWD";
-const FOREIGN_VARIABLES: [&str; 27] = [
+const FOREIGN_VARIABLES: [&str; 30] = [
     PWD,
     // What mise trusts with no link, and the dotenv file it loads in every directory (read by
     // `allow_list`: the thirty-fifth re-attack's G6, the fortieth's L13; the first was read only
     // in tests before, never from the user's environment).
     allow_list::MISE_TRUSTED_CONFIG_PATHS,
     allow_list::MISE_ENV_FILE,
+    // Where mise's global settings are (the forty-second re-attack's N3, N8).
+    allow_list::MISE_CONFIG_DIR,
+    allow_list::MISE_GLOBAL_CONFIG_FILE,
+    allow_list::MISE_SYSTEM_CONFIG_DIR,
     CODEX_HOME,
     XDG_CONFIG_HOME,
     OPENCODE_CONFIG,
