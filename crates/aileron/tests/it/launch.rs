@@ -5802,6 +5802,7 @@ fn mises_early_settings_made_by_the_agent_are_moved_aside() {
     let script = "#!/bin/sh\nmkdir -p svc/.config .config\necho '{}' > .config/other.json\n\
                   echo 'override_tool_versions_filenames = [\"tools.txt\"]' > .config/miserc.toml\n\
                   echo 'override_tool_versions_filenames = [\"tools.txt\"]' > .miserc.toml\n\
+                  echo 'override_tool_versions_filenames = [\"tools.txt\"]' > .miserc.local.toml\n\
                   echo 'override_tool_versions_filenames = [\"tools.txt\"]' > svc/.config/miserc.toml\n\
                   echo 'node path:./bin' > svc/tools.txt\n";
     claude_runs(&rig, script);
@@ -5809,7 +5810,7 @@ fn mises_early_settings_made_by_the_agent_are_moved_aside() {
     let said = text(&output);
     assert!(output.status.success(), "{said}");
     assert!(work.join(".config/other.json").is_file(), "the rest of `.config` is the agent's: {said}");
-    for made in [".miserc.toml", ".config/miserc.toml", "svc/.config/miserc.toml"] {
+    for made in [".miserc.toml", ".miserc.local.toml", ".config/miserc.toml", "svc/.config/miserc.toml"] {
         assert!(!work.join(made).exists(), "{made}: {said}");
         assert!(
             said.contains(&format!("{}, which would run what it chose as you; moved to", work.join(made).display())),
@@ -5820,9 +5821,12 @@ fn mises_early_settings_made_by_the_agent_are_moved_aside() {
 
 /// What the fortieth re-attack left of its L9: mise (where `idiomatic_version_file_enable_tools`
 /// names node) reads node's version from a `package.json`'s `devEngines.runtime`, and a `path:`
-/// there runs the agent's `node` at the user's next one in the project. JSON has no comment to
-/// leave a line as: the member holding the agent's `path:` is taken out (the runtime left with
-/// its name alone), the user's own and the rest of the file stay as they were.
+/// there runs the agent's `node` at the user's next one in the project; yarn's and pnpm's from
+/// its `packageManager` (the forty-third re-attack's P1). JSON has no comment to leave a line
+/// as: each string naming a `path:` that the agent added is emptied, every other byte as it was
+/// (the user's own `path:` stays), whether a strict parser takes the file or not (P2: a
+/// byte-order mark, a number past a double's range) and however the string is spelled (an
+/// escape).
 #[test]
 fn a_runtime_run_from_the_project_that_the_agent_added_to_package_json_is_taken_out() {
     let rig = LaunchRig::new();
@@ -5830,31 +5834,33 @@ fn a_runtime_run_from_the_project_that_the_agent_added_to_package_json_is_taken_
     let package = "{\n  \"name\": \"app\",\n  \"scripts\": { \"test\": \"node --test\" },\n  \"engines\": { \"bun\": \"path:/opt/bun\" }\n}\n";
     std::fs::write(work.join("package.json"), package).unwrap();
     let script = "#!/usr/bin/env python3\nimport json, os\n\
-                  for path in ('package.json', 'svc/package.json'):\n\
-                  \x20   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)\n\
-                  \x20   data = json.load(open(path)) if os.path.exists(path) else {'name': 'svc'}\n\
-                  \x20   data['devEngines'] = {'runtime': [{'name': 'node', 'version': 'path:./.cache/n'}, {'name': 'bun', 'version': '1.2'}]}\n\
-                  \x20   json.dump(data, open(path, 'w'), indent=2)\n";
+                  data = json.load(open('package.json'))\n\
+                  data['devEngines'] = {'runtime': [{'name': 'node', 'version': 'path:./.cache/n'}, {'name': 'bun', 'version': '1.2'}]}\n\
+                  data['packageManager'] = 'yarn@path:./.cache/y'\n\
+                  json.dump(data, open('package.json', 'w'), indent=2)\n\
+                  os.makedirs('svc', exist_ok=True)\n\
+                  open('svc/package.json', 'w', encoding='utf-8-sig').write('{\"big\": 1e999, \"devEngines\": {\"runtime\": {\"name\": \"node\", \"version\": \"p\\\\u0061th:./.cache/n\"}}}')\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
-    for file in ["package.json", "svc/package.json"] {
-        let warned = format!(
-            "wrote into {} a tool to run from a directory of the project (path:./.cache/n)",
-            work.join(file).display()
-        );
-        assert!(said.contains(&warned), "{file}: {said}");
-        let now: Value = serde_json::from_str(&std::fs::read_to_string(work.join(file)).unwrap()).unwrap();
-        assert_eq!(
-            now["devEngines"]["runtime"],
-            serde_json::json!([{ "name": "node" }, { "name": "bun", "version": "1.2" }]),
-            "{file}: {now:#}"
-        );
-    }
+    let warned = format!(
+        "wrote into {} a tool to run from a directory of the project (path:./.cache/n; yarn@path:./.cache/y)",
+        work.join("package.json").display()
+    );
+    assert!(said.contains(&warned), "{said}");
     let now: Value = serde_json::from_str(&std::fs::read_to_string(work.join("package.json")).unwrap()).unwrap();
+    let runtime = serde_json::json!([{ "name": "node", "version": "" }, { "name": "bun", "version": "1.2" }]);
+    assert_eq!(now["devEngines"]["runtime"], runtime, "{now:#}");
+    assert_eq!(now["packageManager"], "", "{now:#}");
     assert_eq!(now["engines"]["bun"], "path:/opt/bun", "the user's own stays: {now:#}");
     assert_eq!(now["scripts"]["test"], "node --test", "{now:#}");
+    // The file a strict parser refuses, its escape read as mise reads it.
+    let below = std::fs::read(work.join("svc/package.json")).unwrap();
+    assert!(below.starts_with("\u{feff}".as_bytes()), "its byte-order mark kept");
+    let below = String::from_utf8(below).unwrap();
+    assert!(below.ends_with("\"version\": \"\"}}}") && below.contains("1e999"), "{below}");
+    assert!(said.contains(&format!("wrote into {} a tool", work.join("svc/package.json").display())), "{said}");
 }
 
 /// The forty-second re-attack's N7: a linked worktree checked out outside the workspace keeps its
@@ -5917,4 +5923,23 @@ fn files_npm_and_terraform_settings_in_any_spelling_name_are_read_only() {
     for name in names {
         assert_eq!(std::fs::read_to_string(work.join(name)).unwrap(), "# the user's\n", "{name}: {said}");
     }
+}
+
+/// The forty-third re-attack's P4: the user's mise reads the version file by another name
+/// (`override_tool_versions_filenames` in their global miserc): a `path:` the agent added to
+/// the renamed file is taken out as from a `.tool-versions`.
+#[test]
+fn a_version_file_the_user_renamed_is_read_by_its_name() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    let mise = rig.user_home().join(".config/mise");
+    std::fs::create_dir_all(&mise).unwrap();
+    std::fs::write(mise.join("miserc.toml"), "override_tool_versions_filenames = [\".versions\"]\n").unwrap();
+    std::fs::write(work.join(".versions"), "node 20\n").unwrap();
+    claude_runs(&rig, "#!/bin/sh\necho 'node path:./.cache/n' > .versions\n");
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let versions = std::fs::read_to_string(work.join(".versions")).unwrap();
+    assert!(versions.starts_with("# aileron: written while an agent ran, taken out: node path:"), "{versions}: {said}");
 }

@@ -75,6 +75,8 @@ pub struct WriteAccess {
     /// The version files mise and asdf read ([`version_scopes`])
     /// below the workspace and its worktrees at launch, found in the same walk as the trusted files.
     pub version_files: Vec<PathBuf>,
+    /// The other names the user's mise reads the version file by ([`mise_renamed_files`]).
+    pub renamed_version_files: Vec<String>,
 }
 
 impl WriteAccess {
@@ -321,8 +323,11 @@ pub fn write_access(
     mise_trusted.extend(mise_trusted_paths(env, &settings).iter().flat_map(|dir| covered_by(dir, &roots_worked_in)));
     mise_trusted.sort();
     mise_trusted.dedup();
+    // The other names the user's mise reads its configs and version file by (P4).
+    let (renamed_version_files, renamed_configs) = mise_renamed_files(env, &roots_worked_in);
     for dir in &mise_trusted {
         startup.extend(MISE_CONFIGS.iter().map(|name| dir.join(name)));
+        startup.extend(renamed_configs.iter().map(|name| dir.join(name)));
         // Each config in a `conf.d` directory, read as the others (the thirty-eighth re-attack's
         // J4 ran `_.source` and hooks from `.config/mise/conf.d/*.toml`).
         for conf in MISE_CONFIGS.iter().filter(|name| name.ends_with("conf.d")) {
@@ -332,7 +337,8 @@ pub fn write_access(
         }
         // Every environment's too (`mise.dev.toml`, `mise/config.dev.toml` under `MISE_ENV=dev`),
         // there (found by the walk below, and read in as the others) or made later.
-        access.trusted.push((dir.clone(), static_names(&MISE_FILE_NAMES)));
+        let renamed = renamed_configs.iter().cloned().map(std::borrow::Cow::Owned);
+        access.trusted.push((dir.clone(), static_names(&MISE_FILE_NAMES).into_iter().chain(renamed).collect()));
     }
     // The dotenv file mise loads in every directory when its `env_file` setting is on (L13).
     let env_files: Names = mise_env_files(env, &settings).into_iter().map(std::borrow::Cow::Owned).collect();
@@ -371,7 +377,10 @@ pub fn write_access(
     // the directory the user is in and those above it: the thirty-fifth re-attack's G7).
     let worked_in: Vec<PathBuf> =
         access.workspace.iter().chain(access.worktrees.iter().map(|(_, worktree)| worktree)).cloned().collect();
-    let mut walked = trusted_files_of_sets(&[&access.trusted, &version_scopes(&worked_in)]).into_iter();
+    access.renamed_version_files = renamed_version_files;
+    let mut walked =
+        trusted_files_of_sets(&[&access.trusted, &version_scopes(&worked_in, &access.renamed_version_files)])
+            .into_iter();
     let ((trusted_files, mut cut_short), (version_files, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     cut_short.extend(versions_cut_short);
@@ -1078,10 +1087,10 @@ const GDB_TRUSTED: [&str; 4] = [".gdbinit", "*-gdb.py", "*-gdb.gdb", "*-gdb.scm"
 
 /// What gdb, vim, Neovim and lldb run from the directory they start in, where the user's settings
 /// let them ([`trusted_project_files`]: kept in every root whatever the settings say).
-/// And mise's `.miserc.toml` and `.config/miserc.toml`, read in any directory without trust,
-/// which rename the configs and version files mise reads there (the fortieth re-attack's L6,
-/// L10).
-const PROJECT_START_UP_FILES: [&str; 10] = [
+/// And mise's `.miserc.toml`, `.miserc.local.toml` and `.config/miserc.toml`, read in any
+/// directory without trust, which rename the configs and version files mise reads there (the
+/// fortieth re-attack's L6, L10; the forty-third's P3).
+const PROJECT_START_UP_FILES: [&str; 11] = [
     ".gdbinit",
     ".exrc",
     ".vimrc",
@@ -1091,6 +1100,7 @@ const PROJECT_START_UP_FILES: [&str; 10] = [
     "_vimrc",
     ".lldbinit",
     ".miserc.toml",
+    ".miserc.local.toml",
     ".config/miserc.toml",
 ];
 
@@ -1312,8 +1322,11 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> 
 /// directory the user is in and those above, a `path:` version running a tool from a directory
 /// (the thirty-fifth re-attack's G17: `.nvmrc`, `.node-version`; the fortieth's L9: mise's other
 /// idiomatic version files).
-pub fn version_scopes(dirs: &[PathBuf]) -> Vec<(PathBuf, Names)> {
-    dirs.iter().map(|dir| (dir.clone(), static_names(&VERSION_FILES))).collect()
+/// `renamed`: the other names the user's mise reads them by ([`mise_renamed_files`]).
+pub fn version_scopes(dirs: &[PathBuf], renamed: &[String]) -> Vec<(PathBuf, Names)> {
+    let renamed = renamed.iter().cloned().map(std::borrow::Cow::Owned);
+    let names: Names = static_names(&VERSION_FILES).into_iter().chain(renamed).collect();
+    dirs.iter().map(|dir| (dir.clone(), names.clone())).collect()
 }
 
 /// The version files of [`version_scopes`].
@@ -1393,18 +1406,21 @@ fn mise_settings(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<toml::Table> {
     let global =
         env.var(MISE_GLOBAL_CONFIG_FILE).map_or_else(|| dir.join("config.toml"), |file| by_home(&env.home_dir, file));
     let mut files = vec![global];
+    // Each TOML file there and in its `conf.d`: an environment's (`config.dev.toml`, read under
+    // `MISE_ENV=dev`: the forty-third re-attack's P7) among them, whatever the environment.
     for dir in [&dir, &system] {
-        files.extend(["config.toml", "config.local.toml", "mise.toml"].map(|name| dir.join(name)));
-        let mut conf_d: Vec<PathBuf> = std::fs::read_dir(dir.join("conf.d"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .take(1_000)
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|extension| extension == "toml"))
-            .collect();
-        conf_d.sort();
-        files.extend(conf_d);
+        for dir in [dir.clone(), dir.join("conf.d")] {
+            let mut tomls: Vec<PathBuf> = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .take(1_000)
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|extension| extension == "toml"))
+                .collect();
+            tomls.sort();
+            files.extend(tomls);
+        }
     }
     for root in roots {
         for above in root.ancestors() {
@@ -1418,6 +1434,61 @@ fn mise_settings(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<toml::Table> {
         .filter_map(|file| super::sourced::read_limited(file).ok()?.parse::<toml::Table>().ok())
         .filter_map(|parsed| parsed.get("settings")?.as_table().cloned())
         .collect()
+}
+
+/// mise's early settings files ("miserc") that apply in `roots`: the global one (in
+/// `MISE_CONFIG_DIR` or `~/.config/mise`), the system's, and `.miserc.toml`,
+/// `.miserc.local.toml` and `.config/miserc.toml` in each root and the directories above it.
+fn miserc_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<PathBuf> {
+    let dir =
+        env.var(MISE_CONFIG_DIR).map_or_else(|| env.config_home().join("mise"), |dir| by_home(&env.home_dir, dir));
+    let system = env.var(MISE_SYSTEM_CONFIG_DIR).map_or_else(|| PathBuf::from("/etc/mise"), PathBuf::from);
+    let mut files = vec![dir.join("miserc.toml"), system.join("miserc.toml")];
+    for root in roots {
+        for above in root.ancestors() {
+            files.extend(MISERC_NAMES.iter().map(|name| above.join(name)));
+        }
+    }
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// The names of mise's early settings file in a directory (the fortieth re-attack's L6, the
+/// forty-third's P3: `.miserc.local.toml`).
+const MISERC_NAMES: [&str; 3] = [".miserc.toml", ".miserc.local.toml", ".config/miserc.toml"];
+
+/// Where mise is told the version files' and configs' other names.
+pub const MISE_OVERRIDE_TOOL_VERSIONS_FILENAMES: &str = "MISE_OVERRIDE_TOOL_VERSIONS_FILENAMES";
+pub const MISE_OVERRIDE_CONFIG_FILENAMES: &str = "MISE_OVERRIDE_CONFIG_FILENAMES";
+
+/// The other names the user's mise reads the version file (`override_tool_versions_filenames`)
+/// and its configs (`override_config_filenames`) by, from their miserc files ([`miserc_files`])
+/// or variables (the forty-third re-attack's P4: a `path:` in the user's renamed `.versions` was
+/// never looked for). Plain names only (a path is not in a root's every directory).
+pub fn mise_renamed_files(env: &LaunchEnv, roots: &[PathBuf]) -> (Vec<String>, Vec<String>) {
+    let settings: Vec<toml::Table> = miserc_files(env, roots)
+        .iter()
+        .filter_map(|file| super::sourced::read_limited(file).ok()?.parse::<toml::Table>().ok())
+        .collect();
+    let named = |variable: &str, key: &str| -> Vec<String> {
+        let from_variable = env.var(variable).into_iter().flat_map(|list| list.split([',', ':', ' ']));
+        let set = settings.iter().filter_map(|settings| settings.get(key)?.as_array());
+        let set = set.flatten().filter_map(toml::Value::as_str);
+        let mut names: Vec<String> = from_variable
+            .chain(set)
+            .map(str::trim)
+            .filter(|name| !name.is_empty() && !name.contains('/') && *name != "." && *name != "..")
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    };
+    (
+        named(MISE_OVERRIDE_TOOL_VERSIONS_FILENAMES, "override_tool_versions_filenames"),
+        named(MISE_OVERRIDE_CONFIG_FILENAMES, "override_config_filenames"),
+    )
 }
 
 /// The directories mise's `trusted_config_paths` setting trusts (in any of [`mise_settings`],
@@ -3496,6 +3567,8 @@ mod tests {
             (home.join(".config/mise/conf.d/env.toml"), None, ".env.a"),
             (home.join(".config/mise/config.local.toml"), None, ".env.b"),
             (home.join(".config/mise/mise.toml"), None, ".env.c"),
+            // The forty-third re-attack's P7: an environment's global config (under `MISE_ENV`).
+            (home.join(".config/mise/config.dev.toml"), None, ".env.h"),
             (others.join("global.toml"), Some((MISE_GLOBAL_CONFIG_FILE, others.join("global.toml"))), ".env.d"),
             (others.join("conf.d/x.toml"), Some((MISE_CONFIG_DIR, others.clone())), ".env.e"),
             (others.join("config.toml"), Some((MISE_SYSTEM_CONFIG_DIR, others.clone())), ".env.f"),

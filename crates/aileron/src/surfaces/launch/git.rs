@@ -724,7 +724,8 @@ pub fn with_linked_worktrees<'a>(git_dirs: impl IntoIterator<Item = &'a PathBuf>
     for git_dir in git_dirs {
         all.push(git_dir.clone());
         let linked = std::fs::read_dir(shared_dir(git_dir).join("worktrees")).into_iter().flatten().flatten();
-        let linked = linked.take(10_000).filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()));
+        // Every one, however many (P6: 60,000 empty directories put the user's past a cut).
+        let linked = linked.filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()));
         all.extend(linked.map(|entry| entry.path()));
     }
     let mut seen = std::collections::HashSet::new();
@@ -1200,6 +1201,21 @@ mod tests {
         assert!(names_a_strategy_path(&opts));
         std::fs::write(&opts, "[options]\n\tstrategy = ort\n").unwrap();
         assert!(!names_a_strategy_path(&opts), "git's own");
+    }
+
+    /// The forty-third re-attack's P6: every linked worktree's git directory, however many the
+    /// agent made beside the user's (a cut at 10,000 left the user's out).
+    #[test]
+    fn every_linked_worktrees_git_directory_is_looked_at() {
+        let temp = tempfile::tempdir().unwrap();
+        let git_dir = temp.path().join(".git");
+        for n in 0..12_000 {
+            std::fs::create_dir_all(git_dir.join(format!("worktrees/w{n}"))).unwrap();
+        }
+        std::fs::write(git_dir.join("worktrees/file"), "").unwrap();
+        let all = with_linked_worktrees([&git_dir]);
+        assert_eq!(all.len(), 12_001, "the repository's own and each worktree's, files left out");
+        assert_eq!(all[0], git_dir);
     }
 
     /// W1's window: what a config gained that runs something is taken out, its lines kept as

@@ -74,7 +74,9 @@ fn rr_cache(git_dir: &Path) -> PathBuf {
 fn linked_worktrees(common: &Path) -> Vec<(PathBuf, PathBuf)> {
     // (A linked worktree's `commondir` names it by `../..`.)
     let common = super::repositories::without_dot_dots(common);
-    let linked = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten().take(10_000);
+    // Every one: a flood of directories there hid the user's past a cut (the forty-third
+    // re-attack's P5, P6).
+    let linked = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten();
     linked
         .map(|entry| entry.path())
         .map(|dir| {
@@ -128,7 +130,7 @@ impl Replacements {
         let common = super::repositories::without_dot_dots(&git::shared_dir(git_dir));
         let packed = common.join("packed-refs");
         let mut places = vec![(packed.clone(), packed_replacements(&packed))];
-        let stacks = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten().take(10_000);
+        let stacks = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten();
         let stacks = [common.join("reftable")].into_iter().chain(stacks.map(|entry| entry.path().join("reftable")));
         for stack in stacks {
             if std::fs::symlink_metadata(&stack).is_ok() {
@@ -482,7 +484,7 @@ impl IndexSnapshot {
                 found.push(resolutions);
                 continue;
             }
-            let entries = std::fs::read_dir(&resolutions).into_iter().flatten().flatten().take(10_000);
+            let entries = std::fs::read_dir(&resolutions).into_iter().flatten().flatten();
             found.extend(entries.map(|entry| entry.path()).filter(|entry| changed(entry)));
         }
         found.sort();
@@ -1341,6 +1343,22 @@ mod tests {
             assert_eq!(snapshot.hidden().replacements, vec![stack.clone()]);
             std::fs::write(stack.join("tables.list"), own).unwrap();
             assert_eq!(snapshot.hidden(), Hidden::default());
+        }
+
+        // Every worktree's stack, however many directories the agent made beside the user's
+        // (the forty-third re-attack's P5: a cut at 10,000 left the user's out).
+        for n in 0..12_000 {
+            std::fs::create_dir_all(repo.join(format!(".git/worktrees/flood{n}/reftable"))).unwrap();
+        }
+        let places = Replacements::of(&repo.join(".git")).0;
+        assert_eq!(
+            places.len(),
+            2 + 1 + 12_000,
+            "packed-refs, the common stack, the user's worktree's and the flood's"
+        );
+        assert_eq!(snapshot.hidden(), Hidden::default());
+        for n in 0..12_000 {
+            std::fs::remove_dir_all(repo.join(format!(".git/worktrees/flood{n}"))).unwrap();
         }
 
         // Git compacting the stack changes no ref.

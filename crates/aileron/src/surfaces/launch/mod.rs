@@ -86,7 +86,7 @@ const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
 const KEPT_LINKS: &str = "launch-links";
 /// The shell's name for its working directory (links as the user followed them).
 const PWD: &str = "PWD";
-const FOREIGN_VARIABLES: [&str; 30] = [
+const FOREIGN_VARIABLES: [&str; 32] = [
     PWD,
     // What mise trusts with no link, and the dotenv file it loads in every directory (read by
     // `allow_list`: the thirty-fifth re-attack's G6, the fortieth's L13; the first was read only
@@ -97,6 +97,9 @@ const FOREIGN_VARIABLES: [&str; 30] = [
     allow_list::MISE_CONFIG_DIR,
     allow_list::MISE_GLOBAL_CONFIG_FILE,
     allow_list::MISE_SYSTEM_CONFIG_DIR,
+    // The other names the user's mise reads its version file and configs by (P4).
+    allow_list::MISE_OVERRIDE_TOOL_VERSIONS_FILENAMES,
+    allow_list::MISE_OVERRIDE_CONFIG_FILENAMES,
     CODEX_HOME,
     XDG_CONFIG_HOME,
     OPENCODE_CONFIG,
@@ -941,6 +944,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut writable_paths = Vec::new();
     // The workspace and the checkouts in it, where a `.tool-versions` is looked at (F12).
     let mut workspace_dirs: Vec<PathBuf> = Vec::new();
+    let mut renamed_version_files: Vec<String> = Vec::new();
     // Where the user's tools run a project's own files, and those there at launch (G3).
     let (mut trusted_scopes, mut trusted_at_launch, mut cut_short_at_launch) = (Vec::new(), Vec::new(), Vec::new());
     let mut version_files_at_launch: Vec<PathBuf> = Vec::new();
@@ -990,6 +994,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         // The device entries are the host's (`/dev/shm` among them): never a place to disarm.
         writable_paths = access.writable.iter().filter(|path| !path.starts_with("/dev")).cloned().collect();
         existing_git_dirs.clone_from(&access.git_dirs);
+        renamed_version_files.clone_from(&access.renamed_version_files);
         worktrees.clone_from(&access.worktrees);
         workspace_dirs =
             access.workspace.iter().chain(access.worktrees.iter().map(|(_, worktree)| worktree)).cloned().collect();
@@ -1301,7 +1306,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .collect();
     // Every `.tool-versions` below the workspace (mise and asdf read the one of the directory the
     // user is in and those above it: the thirty-fifth re-attack's G7).
-    let tool_version_scopes = allow_list::version_scopes(&workspace_dirs);
+    let tool_version_scopes = allow_list::version_scopes(&workspace_dirs, &renamed_version_files);
     // (Those there at launch were found in the launch's walk for the trusted files.)
     let local_tools_at_launch: HashMap<PathBuf, Vec<String>> = version_files_at_launch
         .into_iter()

@@ -438,83 +438,124 @@ pub fn runs_a_local_tool(line: &str) -> bool {
     line.split_whitespace().any(|version| version.contains("path:"))
 }
 
-/// The members of a `package.json` mise reads a tool's version from (`devEngines.runtime`, with
-/// `idiomatic_version_file_enable_tools` naming the tool: the fortieth re-attack's L9), with
-/// `engines`: each looked through whole.
-const PACKAGE_VERSION_MEMBERS: [&str; 2] = ["devEngines", "engines"];
-
 fn is_package_json(file: &Path) -> bool {
     file.file_name().is_some_and(|name| name == "package.json")
 }
 
 /// What a version file runs from a directory of its own naming: its lines that do
-/// ([`runs_a_local_tool`]), or a `package.json`'s strings in [`PACKAGE_VERSION_MEMBERS`] that name
-/// a `path:`.
+/// ([`runs_a_local_tool`]), or a `package.json`'s strings that do ([`json_strings`]: mise reads
+/// a tool's version from `devEngines`, `packageManager` and more, the forty-third re-attack's
+/// P1; any string of the file is looked at).
 pub fn local_tools(file: &Path) -> Vec<String> {
     if !is_package_json(file) {
         return lines_that_run(file, runs_a_local_tool);
     }
-    let mut found = Vec::new();
-    let json = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
-    for member in PACKAGE_VERSION_MEMBERS.iter().filter_map(|member| json.as_ref()?.get(member)) {
-        without_local_tools(&mut member.clone(), &[], &mut found);
-    }
-    found
+    let Ok(bytes) = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES) else { return Vec::new() };
+    json_strings(&bytes).into_iter().map(|(_, text)| text).filter(|text| runs_a_local_tool(text)).collect()
 }
 
 /// Takes out of the version file `file` the tools it runs from a directory that are not among
 /// `known` (those at launch): [`take_out_lines`], or for a `package.json` (JSON has no comment to
-/// leave a line as) the member or item holding each, the rest of the file as it was; the file as
-/// it was kept in `quarantine` as `kept_as` first.
+/// leave a line as) each string naming one emptied (`""`), every other byte as it was; the file
+/// as it was kept in `quarantine` as `kept_as` first.
 pub fn take_out_local_tools(file: &Path, known: &[String], quarantine: &Path, kept_as: &str) -> Option<TakenOut> {
     let too_large = || std::fs::metadata(file).is_ok_and(|metadata| metadata.len() > MAX_TAKE_OUT_BYTES);
     if !is_package_json(file) || too_large() {
         return take_out_lines(file, runs_a_local_tool, known, quarantine, kept_as);
     }
     let bytes = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES).ok()?;
-    let json: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    let mut text = String::from_utf8(bytes.clone()).ok()?;
-    let mut taken = Vec::new();
-    for member in PACKAGE_VERSION_MEMBERS {
-        let Some(mut value) = json.get(member).cloned() else { continue };
-        let before = taken.len();
-        without_local_tools(&mut value, known, &mut taken);
-        if taken.len() > before {
-            text = super::jsonc::upsert(&text, &[member], &value).ok()?;
-        }
-    }
-    if taken.is_empty() {
+    let added: Vec<(std::ops::Range<usize>, String)> =
+        json_strings(&bytes).into_iter().filter(|(_, text)| runs_a_local_tool(text) && !known.contains(text)).collect();
+    if added.is_empty() {
         return None;
     }
+    let mut without = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    for (span, _) in &added {
+        without.extend_from_slice(&bytes[at..span.start + 1]);
+        without.push(bytes[span.start]);
+        at = span.end;
+    }
+    without.extend_from_slice(&bytes[at..]);
     let kept = kept_in(quarantine, kept_as, &bytes);
-    written_back(file, text.as_bytes())?;
-    Some(TakenOut { file: file.to_path_buf(), taken, kept })
+    written_back(file, &without)?;
+    Some(TakenOut { file: file.to_path_buf(), taken: added.into_iter().map(|(_, text)| text).collect(), kept })
 }
 
-/// `value` without the strings in it that name a `path:` and are not among `known`, each added
-/// to `taken`: the object member or array item holding one dropped (a string alone emptied).
-fn without_local_tools(value: &mut serde_json::Value, known: &[String], taken: &mut Vec<String>) {
-    use serde_json::Value;
-    let mut added = |value: &Value| match value {
-        Value::String(version) if runs_a_local_tool(version) && !known.contains(version) => {
-            taken.push(version.clone());
-            false
+/// The string literals of a JSON text, each as its span (its quotes included) and its text
+/// decoded as JSON decodes it: read token by token whatever the rest of the text is, so that a
+/// file a strict parser refuses and mise still reads (a byte-order mark, a number past a
+/// double's range, a lone surrogate, nesting 129 deep: the forty-third re-attack's P2) is looked
+/// through all the same. Comments are skipped and single-quoted strings read, as JSON5 and JSONC
+/// parsers take them, so that no parser's strings lie outside what is read here.
+fn json_strings(bytes: &[u8]) -> Vec<(std::ops::Range<usize>, String)> {
+    let mut strings = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            quote @ (b'"' | b'\'') => {
+                let start = at;
+                let mut decoded = Vec::new();
+                at += 1;
+                while at < bytes.len() && bytes[at] != quote {
+                    if bytes[at] == b'\\' && at + 1 < bytes.len() {
+                        at += 1;
+                        let escaped = match bytes[at] {
+                            b'b' => "\u{8}".to_string(),
+                            b'f' => "\u{c}".to_string(),
+                            b'n' => "\n".to_string(),
+                            b'r' => "\r".to_string(),
+                            b't' => "\t".to_string(),
+                            b'u' => {
+                                let (character, used) = unicode_escape(&bytes[at + 1..]);
+                                at += used;
+                                character.to_string()
+                            }
+                            other => {
+                                decoded.push(other);
+                                at += 1;
+                                continue;
+                            }
+                        };
+                        decoded.extend_from_slice(escaped.as_bytes());
+                        at += 1;
+                        continue;
+                    }
+                    decoded.push(bytes[at]);
+                    at += 1;
+                }
+                at = (at + 1).min(bytes.len());
+                strings.push((start..at, String::from_utf8_lossy(&decoded).into_owned()));
+            }
+            b'/' if bytes.get(at + 1) == Some(&b'/') => {
+                at = bytes[at..].iter().position(|&byte| byte == b'\n').map_or(bytes.len(), |end| at + end);
+            }
+            b'/' if bytes.get(at + 1) == Some(&b'*') => {
+                let rest = &bytes[at + 2..];
+                at = rest.windows(2).position(|pair| pair == b"*/").map_or(bytes.len(), |end| at + 2 + end + 2);
+            }
+            _ => at += 1,
         }
-        _ => true,
+    }
+    strings
+}
+
+/// The character of a `\uXXXX` escape whose hex digits begin `after` (a surrogate pair read as
+/// one, a lone surrogate or a short escape as U+FFFD), and how many bytes it used.
+fn unicode_escape(after: &[u8]) -> (char, usize) {
+    let hex = |digits: &[u8]| -> Option<u32> {
+        let digits = std::str::from_utf8(digits.get(..4)?).ok()?;
+        u32::from_str_radix(digits, 16).ok()
     };
-    match value {
-        Value::String(_) if !added(value) => *value = Value::String(String::new()),
-        Value::Array(items) => items.retain(|item| added(item)),
-        Value::Object(members) => members.retain(|_, member| added(member)),
-        _ => {}
+    let Some(first) = hex(after) else { return (char::REPLACEMENT_CHARACTER, 0) };
+    if (0xd800..0xdc00).contains(&first)
+        && after.get(4..6) == Some(b"\\u")
+        && let Some(second) = hex(&after[6..]).filter(|second| (0xdc00..0xe000).contains(second))
+    {
+        let combined = 0x10000 + ((first - 0xd800) << 10) + (second - 0xdc00);
+        return (char::from_u32(combined).unwrap_or(char::REPLACEMENT_CHARACTER), 10);
     }
-    match value {
-        Value::Array(items) => items.iter_mut().for_each(|item| without_local_tools(item, known, taken)),
-        Value::Object(members) => members.values_mut().for_each(|member| without_local_tools(member, known, taken)),
-        _ => {}
-    }
+    (char::from_u32(first).unwrap_or(char::REPLACEMENT_CHARACTER), 4)
 }
 
 /// A file the agent reads as a copy without credentials: the file, its copy, and how to write one.
