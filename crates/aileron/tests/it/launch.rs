@@ -5943,3 +5943,34 @@ fn a_version_file_the_user_renamed_is_read_by_its_name() {
     let versions = std::fs::read_to_string(work.join(".versions")).unwrap();
     assert!(versions.starts_with("# aileron: written while an agent ran, taken out: node path:"), "{versions}: {said}");
 }
+
+/// What the fortieth re-attack left: a new `.gitignore` that ignores itself hides itself and
+/// what it lists from `git status` (a new `tests/conftest.py`, which the user's `pytest` runs).
+/// Its patterns that hide it are taken out (left as comments), so `git status` shows it and what
+/// it hid; a plain new `.gitignore`, and the user's own that ignores itself, stay as they are.
+#[test]
+fn a_new_gitignore_that_hides_itself_is_made_to_show() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    std::fs::create_dir_all(work.join("own")).unwrap();
+    std::fs::write(work.join("own/.gitignore"), ".gitignore\n").unwrap();
+    let script = "#!/bin/sh\nmkdir -p tests app\necho 'import os' > tests/conftest.py\n\
+                  printf '*\\n' > tests/.gitignore\nprintf 'node_modules/\\n' > app/.gitignore\n";
+    claude_runs(&rig, script);
+    let status = || {
+        let output = Command::new("git").args(["status", "--porcelain"]).current_dir(&work).output().unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let warned =
+        format!("made {}, whose patterns hide it from `git status` (*)", work.join("tests/.gitignore").display());
+    assert!(said.contains(&warned), "{said}");
+    assert!(status().contains("?? tests/"), "{}", status());
+    let kept = std::fs::read_to_string(work.join("tests/.gitignore")).unwrap();
+    assert_eq!(kept, "# aileron: written while an agent ran, taken out: *\n");
+    assert_eq!(std::fs::read_to_string(work.join("app/.gitignore")).unwrap(), "node_modules/\n");
+    assert_eq!(std::fs::read_to_string(work.join("own/.gitignore")).unwrap(), ".gitignore\n", "the user's own");
+    assert!(!said.contains("app/.gitignore") && !said.contains("own/.gitignore"), "{said}");
+}

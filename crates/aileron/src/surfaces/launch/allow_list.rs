@@ -77,6 +77,8 @@ pub struct WriteAccess {
     pub version_files: Vec<PathBuf>,
     /// The other names the user's mise reads the version file by ([`mise_renamed_files`]).
     pub renamed_version_files: Vec<String>,
+    /// The `.gitignore` files below the workspace and its worktrees at launch ([`ignore_scopes`]).
+    pub ignore_files: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -378,11 +380,13 @@ pub fn write_access(
     let worked_in: Vec<PathBuf> =
         access.workspace.iter().chain(access.worktrees.iter().map(|(_, worktree)| worktree)).cloned().collect();
     access.renamed_version_files = renamed_version_files;
-    let mut walked =
-        trusted_files_of_sets(&[&access.trusted, &version_scopes(&worked_in, &access.renamed_version_files)])
-            .into_iter();
+    // And every `.gitignore` there, in the same walk: one the agent makes is looked at at the
+    // exit ([`ignore_scopes`]).
+    let versions = version_scopes(&worked_in, &access.renamed_version_files);
+    let mut walked = trusted_files_of_sets(&[&access.trusted, &versions, &ignore_scopes(&worked_in)]).into_iter();
     let ((trusted_files, mut cut_short), (version_files, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
+    access.ignore_files = walked.next().unwrap_or_default().0;
     cut_short.extend(versions_cut_short);
     cut_short.sort();
     cut_short.dedup();
@@ -1327,6 +1331,14 @@ pub fn version_scopes(dirs: &[PathBuf], renamed: &[String]) -> Vec<(PathBuf, Nam
     let renamed = renamed.iter().cloned().map(std::borrow::Cow::Owned);
     let names: Names = static_names(&VERSION_FILES).into_iter().chain(renamed).collect();
     dirs.iter().map(|dir| (dir.clone(), names.clone())).collect()
+}
+
+/// Each of `dirs` as a scope of the `.gitignore` files in it: a new one that ignores itself
+/// hides itself and all it lists from `git status` (the fortieth re-attack's reading: a new
+/// `tests/conftest.py`, which `pytest` runs, hidden with it), so the exit looks at each one made
+/// in the session ([`git::hides_a_gitignore`](super::git::hides_a_gitignore)).
+pub fn ignore_scopes(dirs: &[PathBuf]) -> Vec<(PathBuf, Names)> {
+    dirs.iter().map(|dir| (dir.clone(), static_names(&[".gitignore"]))).collect()
 }
 
 /// The version files of [`version_scopes`].

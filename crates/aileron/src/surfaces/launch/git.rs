@@ -513,6 +513,77 @@ pub fn info_exclude(git_dir: &Path) -> PathBuf {
     shared_dir(git_dir).join("info/exclude")
 }
 
+/// Whether a line of a `.gitignore` ignores that `.gitignore` itself, as git reads the line: a
+/// pattern (not a comment, not a `!` negation, not a directory's `…/`) that, anchored or not
+/// (`/`, `**/`), matches the name `.gitignore` by git's wildcards (`*`, `?`, `[…]`, `\`). A new
+/// one that does hides itself, and what it lists, from `git status`.
+pub fn hides_a_gitignore(line: &str) -> bool {
+    let line = line.trim_end_matches(['\r', ' ', '\t']);
+    if line.is_empty() || line.starts_with('#') || line.starts_with('!') || line.ends_with('/') {
+        return false;
+    }
+    let mut pattern = line.strip_prefix('\\').filter(|rest| rest.starts_with(['#', '!'])).unwrap_or(line);
+    pattern = pattern.strip_prefix('/').unwrap_or(pattern);
+    while let Some(rest) = pattern.strip_prefix("**/") {
+        pattern = rest;
+    }
+    !pattern.contains('/') && wildmatch(pattern.as_bytes(), b".gitignore")
+}
+
+/// git's wildcard match of one path part: `*` any run, `?` one character, `[…]` a class (`!` or
+/// `^` first negates it, `a-z` a range; a POSIX class `[:…:]` taken to match), `\` the next
+/// character as itself.
+fn wildmatch(pattern: &[u8], name: &[u8]) -> bool {
+    match pattern.first() {
+        None => name.is_empty(),
+        Some(b'*') => {
+            let rest = &pattern[pattern.iter().take_while(|&&byte| byte == b'*').count()..];
+            (0..=name.len()).any(|skipped| wildmatch(rest, &name[skipped..]))
+        }
+        Some(b'?') => !name.is_empty() && wildmatch(&pattern[1..], &name[1..]),
+        Some(b'[') => {
+            let Some((&first, rest)) = name.split_first() else { return false };
+            let mut at = 1;
+            let negated = matches!(pattern.get(at), Some(b'!' | b'^'));
+            at += usize::from(negated);
+            let (mut matched, mut posix) = (false, false);
+            let mut members = 0;
+            while let Some(&byte) = pattern.get(at) {
+                if byte == b']' && members > 0 {
+                    break;
+                }
+                if byte == b'[' && pattern.get(at + 1) == Some(&b':') {
+                    let end = pattern[at + 2..].windows(2).position(|pair| pair == b":]");
+                    if let Some(end) = end {
+                        (posix, at, members) = (true, at + 2 + end + 2, members + 1);
+                        continue;
+                    }
+                }
+                let (low, used) = match byte {
+                    b'\\' => (pattern.get(at + 1).copied().unwrap_or(b'\\'), 2),
+                    _ => (byte, 1),
+                };
+                at += used;
+                members += 1;
+                if pattern.get(at) == Some(&b'-') && pattern.get(at + 1).is_some_and(|&high| high != b']') {
+                    let high = pattern[at + 1];
+                    at += 2;
+                    matched |= (low..=high).contains(&first);
+                } else {
+                    matched |= low == first;
+                }
+            }
+            if pattern.get(at) != Some(&b']') {
+                // No closing bracket: git takes the `[` as itself.
+                return first == b'[' && wildmatch(&pattern[1..], rest);
+            }
+            (posix || matched != negated) && wildmatch(&pattern[at + 1..], rest)
+        }
+        Some(b'\\') if pattern.len() > 1 => name.first() == Some(&pattern[1]) && wildmatch(&pattern[2..], &name[1..]),
+        Some(&byte) => name.first() == Some(&byte) && wildmatch(&pattern[1..], &name[1..]),
+    }
+}
+
 /// Whether a line of an ignore file is a pattern (not blank, not a comment).
 pub fn is_a_pattern(line: &str) -> bool {
     !line.trim().is_empty() && !line.starts_with('#')
@@ -1201,6 +1272,45 @@ mod tests {
         assert!(names_a_strategy_path(&opts));
         std::fs::write(&opts, "[options]\n\tstrategy = ort\n").unwrap();
         assert!(!names_a_strategy_path(&opts), "git's own");
+    }
+
+    /// What ignores a `.gitignore` itself, as git reads a line, and what does not.
+    #[test]
+    fn a_gitignore_that_hides_itself_is_told() {
+        for hides in [
+            ".gitignore",
+            "/.gitignore",
+            "**/.gitignore",
+            "*",
+            ".*",
+            ".git*",
+            "*ignore",
+            "[.]gitignore",
+            ".gitignor?",
+            ".[a-h]itignore",
+            ".[!x]itignore",
+            "**",
+            ".gitignore  ",
+            "\\.gitignore",
+            "[[:alpha:].]gitignore",
+        ] {
+            assert!(hides_a_gitignore(hides), "{hides:?}");
+        }
+        for keeps in [
+            "# .gitignore",
+            "!.gitignore",
+            ".gitignore/",
+            "sub/.gitignore",
+            "*.log",
+            "node_modules",
+            "",
+            ".[!g]itignore",
+            "[abc",
+            ".git",
+            "\\#.gitignore",
+        ] {
+            assert!(!hides_a_gitignore(keeps), "{keeps:?}");
+        }
     }
 
     /// The forty-third re-attack's P6: every linked worktree's git directory, however many the

@@ -948,6 +948,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // Where the user's tools run a project's own files, and those there at launch (G3).
     let (mut trusted_scopes, mut trusted_at_launch, mut cut_short_at_launch) = (Vec::new(), Vec::new(), Vec::new());
     let mut version_files_at_launch: Vec<PathBuf> = Vec::new();
+    let mut ignore_files_at_launch: Vec<PathBuf> = Vec::new();
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
@@ -1004,6 +1005,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         trusted_at_launch.clone_from(&access.trusted_files);
         cut_short_at_launch.clone_from(&access.trusted_cut_short);
         version_files_at_launch.clone_from(&access.version_files);
+        ignore_files_at_launch.clone_from(&access.ignore_files);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -1373,9 +1375,14 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // A project file the user's gdb, vim, lldb or direnv runs unasked, made anywhere below where
     // their settings trust it while the agent ran (the thirty-fifth re-attack's G3).
     // And each `.tool-versions` below the workspace: one walk for both.
-    let mut walked = allow_list::trusted_files_of_sets(&[&trusted_scopes, &tool_version_scopes]).into_iter();
+    // And each `.gitignore`, for those the agent made.
+    let ignore_scopes = allow_list::ignore_scopes(&workspace_dirs);
+    let mut walked =
+        allow_list::trusted_files_of_sets(&[&trusted_scopes, &tool_version_scopes, &ignore_scopes]).into_iter();
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
+    let made_ignore_files: Vec<PathBuf> =
+        walked.next().unwrap_or_default().0.into_iter().filter(|file| !ignore_files_at_launch.contains(file)).collect();
     let made_trusted: Vec<PathBuf> =
         made_trusted.into_iter().filter(|file| !trusted_at_launch.contains(file)).collect();
     planted::move_all(&made_trusted, &[], &quarantine, &mut quarantined);
@@ -1456,6 +1463,25 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         log_line!(
             "aileron: warning: {} added to {} patterns that hide files from `git status` ({}): taken out, left as \
              comments, so what they hid shows; {}\nhint: look at what `git status` now shows before you run it",
+            agent.name(),
+            shown(&taken.file),
+            taken.taken.join("; "),
+            taken.kept_where()
+        );
+        lines_taken_out.push(taken.file);
+    }
+    // A `.gitignore` the agent made that ignores itself hides itself and what it lists from `git
+    // status` (a new `tests/conftest.py` beside it): the patterns that hide it taken out, so it
+    // shows, and with it what it hides.
+    for (n, file) in made_ignore_files.iter().enumerate() {
+        let kept_as = format!("{n}-gitignore");
+        let Some(taken) = planted::take_out_lines(file, git::hides_a_gitignore, &[], &quarantine, &kept_as) else {
+            continue;
+        };
+        log_line!(
+            "aileron: warning: {} made {}, whose patterns hide it from `git status` ({}), and with it what it lists: \
+             taken out, left as comments, so it shows; {}\nhint: look at what it lists before you run what is \
+             there (`git status --ignored`)",
             agent.name(),
             shown(&taken.file),
             taken.taken.join("; "),
