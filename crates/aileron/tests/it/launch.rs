@@ -5123,7 +5123,9 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     let script = "#!/bin/sh\nmkdir -p .cache/n/bin svc\necho \"node path:$PWD/.cache/n\" >> .tool-versions\n\
                   echo \"node path:$PWD/.cache/n\" > svc/.tool-versions\necho \"path:$PWD/.cache/n\" > .nvmrc\n\
                   echo \"java=path:$PWD/.cache/j\" > .sdkmanrc\necho \"path:./.cache/g\" > svc/.go-version\n\
-                  echo \"path:./.cache/t\" > .terraform-version\necho \"path:./.cache/d\" > svc/.deno-version\n";
+                  echo \"path:./.cache/t\" > .terraform-version\necho \"path:./.cache/d\" > svc/.deno-version\n\
+                  printf '[toolchain]\\nchannel = \"stable\"\\npath = \"%s/target/.tc\"\\n' \"$PWD\" > rust-toolchain.toml\n\
+                  printf 'toolchain = { path = \"../target/.tc\" }\\n' > svc/rust-toolchain\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
@@ -5145,10 +5147,18 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     let nvmrc = std::fs::read_to_string(work.join(".nvmrc")).unwrap();
     assert!(nvmrc.starts_with("# aileron: written while an agent ran, taken out: path:"), "{nvmrc}");
     // And the others mise reads (the fortieth re-attack's L9).
-    for file in [".sdkmanrc", "svc/.go-version", ".terraform-version", "svc/.deno-version"] {
+    for file in [".sdkmanrc", "svc/.go-version", ".terraform-version", "svc/.deno-version", "svc/rust-toolchain"] {
         let kept = std::fs::read_to_string(work.join(file)).unwrap();
         assert!(kept.starts_with("# aileron: written while an agent ran, taken out: "), "{file}: {kept}");
     }
+    // rustup's toolchain named by its directory (the forty-fourth re-attack's Q8); its channel stays.
+    let toolchain = std::fs::read_to_string(work.join("rust-toolchain.toml")).unwrap();
+    assert!(
+        toolchain.starts_with(
+            "[toolchain]\nchannel = \"stable\"\n# aileron: written while an agent ran, taken out: path = "
+        ),
+        "{toolchain}"
+    );
 }
 
 /// The fortieth re-attack's L8, L4 and L5: patterns added to the repository's own ignore list hid

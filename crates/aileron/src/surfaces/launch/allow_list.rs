@@ -1230,7 +1230,7 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> 
         let entered = |entry: &std::fs::DirEntry| {
             let name = entry.file_name();
             let skipped = if in_builds { &[][..] } else { &["target", ".venv"][..] };
-            !NOT_ENTERED_FOR_LINKS.iter().chain(skipped).any(|skip| name == *skip)
+            !NOT_ENTERED_IN_TRUSTED_WALKS.iter().chain(skipped).any(|skip| name == *skip)
         };
         // A path (`.venv/bin/activate`) is looked for below each directory, without entering
         // what it goes through (a `.venv` holds thousands of files).
@@ -1282,9 +1282,9 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> 
                 && let Ok(target) = std::fs::canonicalize(entry.path())
                 && target.is_dir()
                 && let Ok(inside) = target.strip_prefix(&real_scope)
-                && inside
-                    .iter()
-                    .any(|part| NOT_ENTERED_FOR_LINKS.iter().chain(&["target", ".venv"]).any(|skip| part == *skip))
+                && inside.iter().any(|part| {
+                    NOT_ENTERED_IN_TRUSTED_WALKS.iter().chain(&["target", ".venv"]).any(|skip| part == *skip)
+                })
                 && linked.len() < 64
             {
                 linked.push(target);
@@ -1342,9 +1342,13 @@ pub fn ignore_scopes(dirs: &[PathBuf]) -> Vec<(PathBuf, Names)> {
 }
 
 /// The version files of [`version_scopes`].
-const VERSION_FILES: [&str; 19] = [
+const VERSION_FILES: [&str; 21] = [
     ".tool-versions",
     "package.json",
+    // rustup's: a toolchain `path` there runs its `cargo` and `rustc` at the user's next build
+    // (the forty-fourth re-attack's Q8).
+    "rust-toolchain.toml",
+    "rust-toolchain",
     // The forty-second re-attack's N5: mise takes a `path:` in these too.
     ".deno-version",
     ".terraform-version",
@@ -1612,6 +1616,15 @@ const NOT_ENTERED_FOR_LINKS: [&str; 15] = [
     "containers",
     "site-packages",
 ];
+
+/// Directories the walks for the trusted, version and ignore files below a root do not enter:
+/// stores of installed packages and caches, which hold many entries and nothing a user starts a
+/// tool in (a `__pycache__` of 100,001 files spent the walk before a `.gitignore` below it: the
+/// forty-third re-attack's Q6). Not the home's other names (`containers`, `site-packages`,
+/// `Trash`): in a project they are the project's own directories, where `pytest`, mise and the
+/// user go (Q4, Q5).
+const NOT_ENTERED_IN_TRUSTED_WALKS: [&str; 11] =
+    [".git", "node_modules", ".cache", ".npm", ".cargo", ".rustup", ".gradle", ".m2", ".pyenv", ".nvm", "__pycache__"];
 
 /// What every `python3` of the user's imports at start from a directory a `.pth` file in a user
 /// site directory puts on its path (an editable install's `_proj.pth` naming `~/work/src`): the
@@ -2054,7 +2067,9 @@ fn relative_requires(file: &Path) -> Vec<PathBuf> {
             let Some(end) = rest.find(quote) else { continue };
             let base = super::repositories::without_dot_dots(&dir.join(&rest[..end]));
             found.push(base.clone());
-            for suffix in [".js", ".cjs", ".mjs", ".json", "/index.js"] {
+            // The names Node tries, a native addon's `.node` among them (`require('./x')` loads
+            // `x.node`, code of the agent's, where no `x.js` is).
+            for suffix in NODE_TRIES {
                 found.push(PathBuf::from(format!("{}{suffix}", base.display())));
             }
         }
@@ -3197,6 +3212,8 @@ mod tests {
             assert!(access.read_only.contains(&repo.join(kept)), "{kept}: {:?}", access.read_only);
         }
         assert!(access.watched.contains(&repo.join("lazy.js")), "{:?}", access.watched);
+        // And a native addon by the same name, as Node tries it.
+        assert!(access.watched.contains(&repo.join("lazy.node")), "{:?}", access.watched);
         // L11: a relative preload without an extension, as Node finds it (`boot.js`), at any depth.
         assert!(access.read_only.contains(&repo.join("web/boot.js")), "{:?}", access.read_only);
         std::fs::create_dir_all(repo.join("svc/node_modules/@sc/pkg")).unwrap();

@@ -1381,23 +1381,30 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         allow_list::trusted_files_of_sets(&[&trusted_scopes, &tool_version_scopes, &ignore_scopes]).into_iter();
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
+    let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
     let made_ignore_files: Vec<PathBuf> =
-        walked.next().unwrap_or_default().0.into_iter().filter(|file| !ignore_files_at_launch.contains(file)).collect();
+        ignore_files.into_iter().filter(|file| !ignore_files_at_launch.contains(file)).collect();
     let made_trusted: Vec<PathBuf> =
         made_trusted.into_iter().filter(|file| !trusted_at_launch.contains(file)).collect();
     planted::move_all(&made_trusted, &[], &quarantine, &mut quarantined);
     // Said where the look went through everything at launch: the agent made it too large (the
     // thirty-sixth re-attack's H11). A tree already too large then is not said at every exit.
-    let grown: Vec<&PathBuf> =
-        cut_short.iter().chain(&versions_cut_short).filter(|scope| !cut_short_at_launch.contains(scope)).collect();
+    let mut grown: Vec<&PathBuf> = cut_short
+        .iter()
+        .chain(&versions_cut_short)
+        .chain(&ignores_cut_short)
+        .filter(|scope| !cut_short_at_launch.contains(scope))
+        .collect();
+    grown.sort();
+    grown.dedup();
     for scope in grown.into_iter().take(MAX_WARNINGS_EACH) {
         log_line!(
             "aileron: warning: {} holds more than {} entries, so not all of it was looked through for the project \
              files your tools run by themselves (`.envrc`, `.exrc`, `.gdbinit` and gdb's `*-gdb.py`, `.lldbinit`, \
-             mise's configs, `.tool-versions` with a `path:`): one {} made there would run at your next use of the \
-             tool\nhint: look with `find {} \\( -name '.envrc' -o -name '.exrc' -o -name '.gdbinit' -o -name \
-             '*-gdb.*' -o -name '.lldbinit' -o -name '*mise*.toml' -o -name '.tool-versions' \\)` before you use \
-             those tools there",
+             mise's configs, `.tool-versions` with a `path:`, a `.gitignore` that hides itself): one {} made there \
+             would run at your next use of the tool, or hide from `git status`\nhint: look with `find {} \\( -name \
+             '.envrc' -o -name '.exrc' -o -name '.gdbinit' -o -name '*-gdb.*' -o -name '.lldbinit' -o -name \
+             '*mise*.toml' -o -name '.tool-versions' -o -name .gitignore \\)` before you use those tools there",
             shown(scope),
             allow_list::TRUSTED_WALK_BUDGET,
             agent.name(),
@@ -1509,9 +1516,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             continue;
         }
         log_line!(
-            "aileron: warning: {} wrote into {} a tool to run from a directory of the project ({}): mise and asdf \
-             would run it at your next use of the tool there; taken out, left as comments; {}\nhint: remove the \
-             `#` in front of a line you want",
+            "aileron: warning: {} wrote into {} a tool to run from a directory of the project ({}): mise, asdf or \
+             rustup would run it at your next use of the tool there; taken out, left as comments; {}\nhint: remove \
+             the `#` in front of a line you want",
             agent.name(),
             shown(&taken.file),
             taken.taken.join("; "),

@@ -442,13 +442,33 @@ fn is_package_json(file: &Path) -> bool {
     file.file_name().is_some_and(|name| name == "package.json")
 }
 
+/// Whether a line of a `rust-toolchain.toml` (or the file without its extension, which rustup
+/// reads as TOML when it can) names a toolchain by its directory (`path = "…"`, also inside an
+/// inline table): rustup runs that directory's `cargo` and `rustc` at the user's next build (the
+/// forty-fourth re-attack's Q8).
+pub fn names_a_toolchain_path(line: &str) -> bool {
+    let line = line.split('#').next().unwrap_or_default();
+    line.match_indices("path").any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + 4..].trim_start_matches([' ', '\t', '"', '\'']);
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-') && after.starts_with('=')
+    })
+}
+
+/// The line test of a version file: rustup's toolchain files name a directory by `path`, mise's
+/// and asdf's by a `path:` version.
+fn runs_from_a_directory(file: &Path) -> fn(&str) -> bool {
+    let rustup = file.file_name().is_some_and(|name| name == "rust-toolchain.toml" || name == "rust-toolchain");
+    if rustup { names_a_toolchain_path } else { runs_a_local_tool }
+}
+
 /// What a version file runs from a directory of its own naming: its lines that do
-/// ([`runs_a_local_tool`]), or a `package.json`'s strings that do ([`json_strings`]: mise reads
+/// ([`runs_a_local_tool`], [`names_a_toolchain_path`]), or a `package.json`'s strings that do ([`json_strings`]: mise reads
 /// a tool's version from `devEngines`, `packageManager` and more, the forty-third re-attack's
 /// P1; any string of the file is looked at).
 pub fn local_tools(file: &Path) -> Vec<String> {
     if !is_package_json(file) {
-        return lines_that_run(file, runs_a_local_tool);
+        return lines_that_run(file, runs_from_a_directory(file));
     }
     let Ok(bytes) = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES) else { return Vec::new() };
     json_strings(&bytes).into_iter().map(|(_, text)| text).filter(|text| runs_a_local_tool(text)).collect()
@@ -461,7 +481,7 @@ pub fn local_tools(file: &Path) -> Vec<String> {
 pub fn take_out_local_tools(file: &Path, known: &[String], quarantine: &Path, kept_as: &str) -> Option<TakenOut> {
     let too_large = || std::fs::metadata(file).is_ok_and(|metadata| metadata.len() > MAX_TAKE_OUT_BYTES);
     if !is_package_json(file) || too_large() {
-        return take_out_lines(file, runs_a_local_tool, known, quarantine, kept_as);
+        return take_out_lines(file, runs_from_a_directory(file), known, quarantine, kept_as);
     }
     let bytes = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES).ok()?;
     let added: Vec<(std::ops::Range<usize>, String)> =
@@ -928,6 +948,25 @@ mod tests {
     /// 4 MiB of padding, or that was made a link to a file of the agent's, read as mise reads it
     /// (whole, through the link): the line is taken out (the link replaced by the file written
     /// back); `vpath:` and `ruby-path:` too (M4). One past what is read is taken out whole.
+    #[test]
+    fn a_toolchain_named_by_its_directory_is_told() {
+        for names in
+            ["path = \"/x\"", "  path=\"x\"", "toolchain = { path = \"../t\" }", "\"path\" = \"x\"", "'path'='x'"]
+        {
+            assert!(names_a_toolchain_path(names), "{names}");
+        }
+        for keeps in [
+            "channel = \"stable\"",
+            "# path = \"x\"",
+            "components = [\"rust-src\"]",
+            "xpath = 1",
+            "path_x = 1",
+            "paths",
+        ] {
+            assert!(!names_a_toolchain_path(keeps), "{keeps}");
+        }
+    }
+
     #[test]
     fn a_version_file_is_read_as_mise_reads_it() {
         let temp = tempfile::tempdir().unwrap();
