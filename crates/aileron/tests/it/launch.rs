@@ -5125,7 +5125,8 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
                   echo \"java=path:$PWD/.cache/j\" > .sdkmanrc\necho \"path:./.cache/g\" > svc/.go-version\n\
                   echo \"path:./.cache/t\" > .terraform-version\necho \"path:./.cache/d\" > svc/.deno-version\n\
                   printf '[toolchain]\\nchannel = \"stable\"\\npath = \"%s/target/.tc\"\\n' \"$PWD\" > rust-toolchain.toml\n\
-                  printf 'toolchain = { path = \"../target/.tc\" }\\n' > svc/rust-toolchain\n";
+                  printf 'toolchain = { path = \"../target/.tc\" }\\n' > svc/rust-toolchain\n\
+                  mkdir -p containers/web\necho \"node path:$PWD/.cache/n\" > containers/web/.tool-versions\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
@@ -5147,7 +5148,15 @@ fn a_tool_version_run_from_the_project_that_the_agent_added_is_taken_out() {
     let nvmrc = std::fs::read_to_string(work.join(".nvmrc")).unwrap();
     assert!(nvmrc.starts_with("# aileron: written while an agent ran, taken out: path:"), "{nvmrc}");
     // And the others mise reads (the fortieth re-attack's L9).
-    for file in [".sdkmanrc", "svc/.go-version", ".terraform-version", "svc/.deno-version", "svc/rust-toolchain"] {
+    // (In a project's `containers/` too, a name the home's walks skip: the forty-fourth re-attack's Q5.)
+    for file in [
+        ".sdkmanrc",
+        "svc/.go-version",
+        ".terraform-version",
+        "svc/.deno-version",
+        "svc/rust-toolchain",
+        "containers/web/.tool-versions",
+    ] {
         let kept = std::fs::read_to_string(work.join(file)).unwrap();
         assert!(kept.starts_with("# aileron: written while an agent ran, taken out: "), "{file}: {kept}");
     }
@@ -5983,4 +5992,37 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     assert_eq!(std::fs::read_to_string(work.join("app/.gitignore")).unwrap(), "node_modules/\n");
     assert_eq!(std::fs::read_to_string(work.join("own/.gitignore")).unwrap(), ".gitignore\n", "the user's own");
     assert!(!said.contains("app/.gitignore") && !said.contains("own/.gitignore"), "{said}");
+}
+
+/// The forty-fourth re-attack's Q9: Python imports a `__pycache__/*.pyc` in place of its source
+/// when the header names the source's modification time and size, which the agent copied from
+/// the user's unchanged `pkg/util.py`; `__pycache__` is ignored, so `git status` and `git diff`
+/// stay clean, and the user's next import ran it. Compiled Python written in the session is
+/// removed at the exit (Python compiles it again), and one with no source moved aside.
+#[test]
+fn compiled_python_written_in_the_session_is_not_left_to_run() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    std::fs::create_dir_all(work.join("pkg")).unwrap();
+    std::fs::write(work.join("pkg/__init__.py"), "").unwrap();
+    std::fs::write(work.join("pkg/util.py"), "X = 1\n").unwrap();
+    let script = "#!/usr/bin/env python3\nimport importlib.util, os, py_compile, struct\n\
+                  source = 'pkg/util.py'\nstat = os.stat(source)\n\
+                  open('evil.py', 'w').write(\"open('pwned', 'w').write('x')\\nX = 1\\n\")\n\
+                  py_compile.compile('evil.py', cfile='evil.pyc')\n\
+                  data = bytearray(open('evil.pyc', 'rb').read())\n\
+                  struct.pack_into('<II', data, 8, int(stat.st_mtime) & 0xffffffff, stat.st_size & 0xffffffff)\n\
+                  os.makedirs('pkg/__pycache__', exist_ok=True)\n\
+                  open(importlib.util.cache_from_source(source), 'wb').write(data)\n\
+                  os.replace('evil.pyc', 'pkg/json.pyc')\nos.remove('evil.py')\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("1 compiled Python file(s) written in `__pycache__`"), "{said}");
+    assert!(said.contains(&format!("{}, which would run", work.join("pkg/json.pyc").display())), "{said}");
+    assert!(!work.join("pkg/json.pyc").exists());
+    let imported = Command::new("python3").args(["-c", "import pkg.util"]).current_dir(&work).status().unwrap();
+    assert!(imported.success());
+    assert!(!work.join("pwned").exists(), "the forged compiled file ran");
 }

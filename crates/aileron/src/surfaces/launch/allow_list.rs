@@ -1341,6 +1341,13 @@ pub fn ignore_scopes(dirs: &[PathBuf]) -> Vec<(PathBuf, Names)> {
     dirs.iter().map(|dir| (dir.clone(), static_names(&[".gitignore"]))).collect()
 }
 
+/// Each of `dirs` as a scope of compiled Python: its `__pycache__` directories (found, not
+/// entered) and the `*.pyc` outside them
+/// ([`IndexSnapshot::compiled_python`](super::hidden_changes::IndexSnapshot::compiled_python)).
+pub fn compiled_python_scopes(dirs: &[PathBuf]) -> Vec<(PathBuf, Names)> {
+    dirs.iter().map(|dir| (dir.clone(), static_names(&["__pycache__", "*.pyc", "*.pyo"]))).collect()
+}
+
 /// The version files of [`version_scopes`].
 const VERSION_FILES: [&str; 21] = [
     ".tool-versions",

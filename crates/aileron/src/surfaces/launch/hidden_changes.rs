@@ -434,6 +434,32 @@ impl IndexSnapshot {
     }
 }
 
+impl IndexSnapshot {
+    /// Compiled Python written in the session, among `found` (each `__pycache__` directory, and
+    /// each `*.pyc` outside one, below the workspace): Python imports a `__pycache__/*.pyc` in
+    /// place of its source when the header names the source's modification time and size, which
+    /// the agent can copy (the forty-fourth re-attack's Q9: a forged `util.cpython-311.pyc` ran at
+    /// the user's `pytest`, `git status` and `git diff` clean, `__pycache__` ignored); and a
+    /// `*.pyc` with no source as a module of that name. Those in `__pycache__` directories are
+    /// removed (Python compiles them again from the sources): how many. The others are returned,
+    /// to be moved aside.
+    pub fn compiled_python(&self, found: &[PathBuf]) -> (usize, Vec<PathBuf>) {
+        let compiled = |path: &Path| path.extension().is_some_and(|extension| extension == "pyc" || extension == "pyo");
+        let (mut removed, mut sourceless) = (0, Vec::new());
+        for path in found {
+            if path.file_name().is_some_and(|name| name == "__pycache__") {
+                let entries = std::fs::read_dir(path).into_iter().flatten().flatten().map(|entry| entry.path());
+                for entry in entries.filter(|entry| compiled(entry) && objects::changed_since(entry, self.launched)) {
+                    removed += usize::from(std::fs::remove_file(&entry).is_ok());
+                }
+            } else if compiled(path) && objects::changed_since(path, self.launched) {
+                sourceless.push(path.clone());
+            }
+        }
+        (removed, sourceless)
+    }
+}
+
 impl Hidden {
     /// The replace refs of the repository of `git_dir` against what it held at launch, place by
     /// place: one it did not hold then (or another object under a name it held) names where it

@@ -1377,13 +1377,28 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // And each `.tool-versions` below the workspace: one walk for both.
     // And each `.gitignore`, for those the agent made.
     let ignore_scopes = allow_list::ignore_scopes(&workspace_dirs);
-    let mut walked =
-        allow_list::trusted_files_of_sets(&[&trusted_scopes, &tool_version_scopes, &ignore_scopes]).into_iter();
+    // And compiled Python (Q9).
+    let python_scopes = allow_list::compiled_python_scopes(&workspace_dirs);
+    let sets = [&trusted_scopes, &tool_version_scopes, &ignore_scopes, &python_scopes].map(Vec::as_slice);
+    let mut walked = allow_list::trusted_files_of_sets(&sets).into_iter();
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
     let made_ignore_files: Vec<PathBuf> =
         ignore_files.into_iter().filter(|file| !ignore_files_at_launch.contains(file)).collect();
+    // Compiled Python written in the session: Python runs a forged one in place of its source
+    // (the forty-fourth re-attack's Q9). Those in `__pycache__` removed (compiled again at the
+    // next import), one with no source moved aside.
+    let (compiled_removed, sourceless) = indexes_at_launch.compiled_python(&walked.next().unwrap_or_default().0);
+    planted::move_all(&sourceless, &[], &quarantine, &mut quarantined);
+    if compiled_removed > 0 {
+        log_line!(
+            "aileron: note: {compiled_removed} compiled Python file(s) written in `__pycache__` while {} ran were \
+             removed: Python runs one in place of its source when its header names the source's time and size, \
+             which a forged one can; Python compiles them again at the next import",
+            agent.name()
+        );
+    }
     let made_trusted: Vec<PathBuf> =
         made_trusted.into_iter().filter(|file| !trusted_at_launch.contains(file)).collect();
     planted::move_all(&made_trusted, &[], &quarantine, &mut quarantined);
