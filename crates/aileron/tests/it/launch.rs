@@ -5073,6 +5073,7 @@ fn project_files_the_users_tools_trust_made_by_the_agent_are_moved_aside() {
     let said = text(&output);
     assert!(output.status.success(), "{said}");
     let warned = format!("{} holds more than 100000 entries, so not all of it was looked through", work.display());
+    assert!(said.contains("compiled Python in `__pycache__`"), "the forty-fifth re-attack's R3: {said}");
     assert!(said.contains(&warned), "{said}");
     // The thirty-eighth re-attack's J6: too large already at launch, it is said then.
     claude_runs(&rig, "#!/bin/sh\ntrue\n");
@@ -5973,8 +5974,9 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     let (work, _) = rig.committed_workspace();
     std::fs::create_dir_all(work.join("own")).unwrap();
     std::fs::write(work.join("own/.gitignore"), ".gitignore\n").unwrap();
-    let script = "#!/bin/sh\nmkdir -p tests app\necho 'import os' > tests/conftest.py\n\
-                  printf '*\\n' > tests/.gitignore\nprintf 'node_modules/\\n' > app/.gitignore\n";
+    let script = "#!/bin/sh\nmkdir -p tests app .cargo\necho 'import os' > tests/conftest.py\n\
+                  printf '*\\n' > tests/.gitignore\nprintf 'node_modules/\\n' > app/.gitignore\n\
+                  echo '[build]' > .cargo/config.toml\nprintf '*\\n' > .cargo/.gitignore\n";
     claude_runs(&rig, script);
     let status = || {
         let output = Command::new("git").args(["status", "--porcelain"]).current_dir(&work).output().unwrap();
@@ -5987,6 +5989,10 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
         format!("made {}, whose patterns hide it from `git status` (*)", work.join("tests/.gitignore").display());
     assert!(said.contains(&warned), "{said}");
     assert!(status().contains("?? tests/"), "{}", status());
+    // In a project's `.cargo/` too, a name the home's walks skip (the forty-fifth re-attack's R1).
+    let cargo = format!("made {}, whose patterns hide it", work.join(".cargo/.gitignore").display());
+    assert!(said.contains(&cargo), "{said}");
+    assert!(status().contains("?? .cargo/"), "{}", status());
     let kept = std::fs::read_to_string(work.join("tests/.gitignore")).unwrap();
     assert_eq!(kept, "# aileron: written while an agent ran, taken out: *\n");
     assert_eq!(std::fs::read_to_string(work.join("app/.gitignore")).unwrap(), "node_modules/\n");

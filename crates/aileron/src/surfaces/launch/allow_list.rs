@@ -1625,13 +1625,13 @@ const NOT_ENTERED_FOR_LINKS: [&str; 15] = [
 ];
 
 /// Directories the walks for the trusted, version and ignore files below a root do not enter:
-/// stores of installed packages and caches, which hold many entries and nothing a user starts a
-/// tool in (a `__pycache__` of 100,001 files spent the walk before a `.gitignore` below it: the
-/// forty-third re-attack's Q6). Not the home's other names (`containers`, `site-packages`,
-/// `Trash`): in a project they are the project's own directories, where `pytest`, mise and the
-/// user go (Q4, Q5).
-const NOT_ENTERED_IN_TRUSTED_WALKS: [&str; 11] =
-    [".git", "node_modules", ".cache", ".npm", ".cargo", ".rustup", ".gradle", ".m2", ".pyenv", ".nvm", "__pycache__"];
+/// stores of installed packages and caches, which hold many entries, nothing a user starts a tool
+/// in, and which a project's own ignore rules hide already (a `__pycache__` of 100,001 files spent
+/// the walk before a `.gitignore` below it: the forty-fourth re-attack's Q6). Not the home's other
+/// names (`containers`, `site-packages`, `Trash`: Q4, Q5; `.cargo`, `.npm`, `.m2`: the
+/// forty-fifth's R1 hid a project's `.cargo/config.toml` with a `.gitignore` there): in a project
+/// they are its own directories, where `pytest`, mise, cargo and the user go.
+const NOT_ENTERED_IN_TRUSTED_WALKS: [&str; 5] = [".git", "node_modules", ".cache", ".gradle", "__pycache__"];
 
 /// What every `python3` of the user's imports at start from a directory a `.pth` file in a user
 /// site directory puts on its path (an editable install's `_proj.pth` naming `~/work/src`): the

@@ -1389,7 +1389,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // Compiled Python written in the session: Python runs a forged one in place of its source
     // (the forty-fourth re-attack's Q9). Those in `__pycache__` removed (compiled again at the
     // next import), one with no source moved aside.
-    let (compiled_removed, sourceless) = indexes_at_launch.compiled_python(&walked.next().unwrap_or_default().0);
+    let (compiled, compiled_cut_short) = walked.next().unwrap_or_default();
+    let (compiled_removed, sourceless) = indexes_at_launch.compiled_python(&compiled);
     planted::move_all(&sourceless, &[], &quarantine, &mut quarantined);
     if compiled_removed > 0 {
         log_line!(
@@ -1408,6 +1409,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .iter()
         .chain(&versions_cut_short)
         .chain(&ignores_cut_short)
+        .chain(&compiled_cut_short)
         .filter(|scope| !cut_short_at_launch.contains(scope))
         .collect();
     grown.sort();
@@ -1416,10 +1418,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         log_line!(
             "aileron: warning: {} holds more than {} entries, so not all of it was looked through for the project \
              files your tools run by themselves (`.envrc`, `.exrc`, `.gdbinit` and gdb's `*-gdb.py`, `.lldbinit`, \
-             mise's configs, `.tool-versions` with a `path:`, a `.gitignore` that hides itself): one {} made there \
-             would run at your next use of the tool, or hide from `git status`\nhint: look with `find {} \\( -name \
-             '.envrc' -o -name '.exrc' -o -name '.gdbinit' -o -name '*-gdb.*' -o -name '.lldbinit' -o -name \
-             '*mise*.toml' -o -name '.tool-versions' -o -name .gitignore \\)` before you use those tools there",
+             mise's configs, `.tool-versions` with a `path:`, a `.gitignore` that hides itself, compiled Python in \
+             `__pycache__`): one {} made there would run at your next use of the tool, or hide from `git status`\n\
+             hint: look with `find {} \\( -name '.envrc' -o -name '.exrc' -o -name '.gdbinit' -o -name '*-gdb.*' -o \
+             -name '.lldbinit' -o -name '*mise*.toml' -o -name '.tool-versions' -o -name .gitignore -o -name \
+             '*.pyc' \\)` before you use those tools there (`find … -name '*.pyc' -delete` is safe: Python compiles \
+             them again)",
             shown(scope),
             allow_list::TRUSTED_WALK_BUDGET,
             agent.name(),

@@ -447,12 +447,43 @@ fn is_package_json(file: &Path) -> bool {
 /// inline table): rustup runs that directory's `cargo` and `rustc` at the user's next build (the
 /// forty-fourth re-attack's Q8).
 pub fn names_a_toolchain_path(line: &str) -> bool {
+    // A quoted key's escapes read as TOML reads them (`"p\u0061th"` is `path`: the forty-fifth
+    // re-attack's R2).
+    let line = toml_unescaped(line);
     let line = line.split('#').next().unwrap_or_default();
     line.match_indices("path").any(|(at, _)| {
         let before = line[..at].chars().next_back();
         let after = line[at + 4..].trim_start_matches([' ', '\t', '"', '\'']);
         !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-') && after.starts_with('=')
     })
+}
+
+/// `line` with TOML's `\uXXXX` and `\UXXXXXXXX` escapes read as the characters they name.
+fn toml_unescaped(line: &str) -> String {
+    let mut read = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find('\\') {
+        read.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let digits = match after.chars().next() {
+            Some('u') => 4,
+            Some('U') => 8,
+            _ => 0,
+        };
+        let named = after.get(1..1 + digits).and_then(|hex| u32::from_str_radix(hex, 16).ok()).and_then(char::from_u32);
+        match named {
+            Some(character) if digits > 0 => {
+                read.push(character);
+                rest = &after[1 + digits..];
+            }
+            _ => {
+                read.push('\\');
+                rest = after;
+            }
+        }
+    }
+    read.push_str(rest);
+    read
 }
 
 /// The line test of a version file: rustup's toolchain files name a directory by `path`, mise's
@@ -950,9 +981,17 @@ mod tests {
     /// back); `vpath:` and `ruby-path:` too (M4). One past what is read is taken out whole.
     #[test]
     fn a_toolchain_named_by_its_directory_is_told() {
-        for names in
-            ["path = \"/x\"", "  path=\"x\"", "toolchain = { path = \"../t\" }", "\"path\" = \"x\"", "'path'='x'"]
-        {
+        for names in [
+            "path = \"/x\"",
+            "  path=\"x\"",
+            "toolchain = { path = \"../t\" }",
+            "\"path\" = \"x\"",
+            "'path'='x'",
+            // The forty-fifth re-attack's R2: the key spelled by escapes.
+            "\"p\\u0061th\" = \"/x\"",
+            "\"\\U00000070ath\" = \"/x\"",
+            "toolchain.path = \"/x\"",
+        ] {
             assert!(names_a_toolchain_path(names), "{names}");
         }
         for keeps in [
