@@ -31,9 +31,14 @@ const MAX_INDEX_DEPTH: usize = 8;
 /// its value (the object it names; a symbolic one, where it points): empty when there is no
 /// stack. `Err` says why the stack could not be read as git reads it.
 pub fn replace_refs(dir: &Path) -> Result<HashSet<Vec<u8>>, String> {
-    let list = match git::read_capped(&dir.join("tables.list"), true, MAX_STACK_BYTES) {
+    let list = match git::read_capped(&dir.join("tables.list"), true, MAX_STACK_BYTES + 1) {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
         Err(error) => return Err(format!("tables.list: {error}")),
+        // Git reads all of it (64 MiB of blank lines before the names hid them from a read cut
+        // there: the forty-sixth re-attack's S1).
+        Ok(list) if list.len() as u64 > MAX_STACK_BYTES => {
+            return Err(format!("tables.list is larger than {} MiB", MAX_STACK_BYTES >> 20));
+        }
         Ok(list) => list,
     };
     let names: Vec<&[u8]> = list.split(|&byte| byte == b'\n').filter(|name| !name.is_empty()).collect();
@@ -122,14 +127,43 @@ impl<'a> Table<'a> {
     }
 
     /// Every ref record in the table, in order, after checking that git's seeks reach no other.
+    /// The blocks are walked as git steps from one to the next, up to its logs (compressed, and
+    /// always written last): the ref blocks must all come first, and every index block met must
+    /// name only blocks the walk met. Git's search of an index reads on into the index blocks
+    /// after the one the footer names, and through an upper level's record to any block: a ref
+    /// block put after the index and named from a second index block (the forty-sixth
+    /// re-attack's S2, S3) was read by git and by no walk of the ref blocks.
     fn refs(&self) -> Result<Refs, String> {
-        let mut blocks = Vec::new();
+        let (mut blocks, mut indexes, mut others) = (Vec::new(), Vec::new(), HashSet::new());
         // The first block shares its bytes with the header; a table of logs alone has none.
         let mut start = 0;
         while start.max(self.header_len) < self.end {
-            let Some(block) = self.block(start, b'r')? else { break };
+            let header = if start == 0 { self.header_len } else { 0 };
+            let kind = self.bytes.get(start + header..start + header + 4).ok_or("a block cut short")?[0];
+            match kind {
+                b'r' if indexes.is_empty() && others.is_empty() => blocks.extend(self.block(start, b'r')?),
+                b'r' => return Err(format!("a ref block at {start}, after its index")),
+                b'i' => indexes.extend(self.block(start, b'i')?),
+                b'o' => {
+                    others.insert(start);
+                }
+                b'g' => break,
+                _ => return Err(format!("a block of an unknown type at {start}")),
+            }
             start = self.next_block(start)?;
-            blocks.push(block);
+        }
+        let met: HashSet<usize> =
+            blocks.iter().chain(&indexes).map(|block| block.start).chain(others.iter().copied()).collect();
+        for index in &indexes {
+            for (_, value) in &index.records {
+                let Value::Position(position) = value else { continue };
+                if !usize::try_from(*position).is_ok_and(|position| met.contains(&position)) {
+                    return Err(format!("an index block at {} names a block the walk did not meet", index.start));
+                }
+            }
+        }
+        if self.ref_index != 0 && !indexes.iter().any(|index| index.start as u64 == self.ref_index) {
+            return Err("its index is not among its blocks".into());
         }
         let keys: Vec<&Vec<u8>> = blocks.iter().flat_map(|block| block.records.iter().map(|(key, _)| key)).collect();
         if keys.windows(2).any(|pair| pair[0] >= pair[1]) {
@@ -385,6 +419,61 @@ mod tests {
         assert_eq!(replace_refs(&stack).unwrap(), as_git_shows(&repo));
     }
 
+    /// Reftable's number, as git writes it.
+    fn number(mut value: u64) -> Vec<u8> {
+        let mut bytes = vec![(value & 0x7f) as u8];
+        value >>= 7;
+        while value != 0 {
+            value -= 1;
+            bytes.push(0x80 | (value & 0x7f) as u8);
+            value >>= 7;
+        }
+        bytes.reverse();
+        bytes
+    }
+
+    /// A record: no prefix, its key, its value's type and its value.
+    fn record(key: &[u8], kind: u64, value: &[u8]) -> Vec<u8> {
+        [number(0), number((key.len() as u64) << 3 | kind), key.to_vec(), value.to_vec()].concat()
+    }
+
+    /// A block of `kind` holding `records`, each a restart point, after `header` (the table's, for
+    /// the first block).
+    fn block_of(kind: u8, records: &[Vec<u8>], header: &[u8]) -> Vec<u8> {
+        let (mut body, mut restarts) = (Vec::new(), Vec::new());
+        for record in records {
+            restarts.extend_from_slice(&((header.len() + 4 + body.len()) as u32).to_be_bytes()[1..]);
+            body.extend_from_slice(record);
+        }
+        let len = header.len() + 4 + body.len() + restarts.len() + 2;
+        let count = (records.len() as u16).to_be_bytes();
+        [header, &[kind], &(len as u32).to_be_bytes()[1..], &body, &restarts, &count].concat()
+    }
+
+    /// The forty-sixth re-attack's S2: a second index block after the one the footer names,
+    /// naming a ref block put after the index. Git's search for `refs/replace/` reads on into it
+    /// and reaches the ref; a walk of the ref blocks does not. Said unreadable.
+    #[test]
+    fn a_ref_block_put_after_the_index_is_not_taken_for_none() {
+        let header = [&b"REFT\x01\x00\x10\x00"[..], &4u64.to_be_bytes(), &4u64.to_be_bytes()].concat();
+        let padding_key = b"refs/heads/zz-none";
+        let first = block_of(b'r', &[record(padding_key, 0, &number(0))], &header);
+        let index = block_of(b'i', &[record(padding_key, 0, &number(0))], &[]);
+        let second_at = first.len() + index.len();
+        let second = |at: u64| block_of(b'i', &[record(b"refs/replace/", 0, &number(at))], &[]);
+        let hidden_at = (second_at + second(0).len()) as u64;
+        assert_eq!(second(hidden_at).len(), second(0).len());
+        let name = format!("refs/replace/{}", "b".repeat(40));
+        let hidden = block_of(b'r', &[record(name.as_bytes(), 1, &[number(0), vec![7; 20]].concat())], &[]);
+        let footer = [&header[..], &(first.len() as u64).to_be_bytes(), &[0; 32], &[0; 4]].concat();
+        let table = [first, index, second(hidden_at), hidden, footer].concat();
+        let temp = tempfile::tempdir().unwrap();
+        std::fs::write(temp.path().join("tables.list"), "t.ref\n").unwrap();
+        std::fs::write(temp.path().join("t.ref"), &table).unwrap();
+        let read = replace_refs(temp.path());
+        assert!(read.as_ref().is_err_and(|why| why.contains("after its index")), "{read:?}");
+    }
+
     /// A table whose seeks git would take elsewhere than a walk of its records (a restart point
     /// moved, an index naming another block, records out of order), or that is cut short, is
     /// said unreadable: never read as holding no replace refs.
@@ -446,8 +535,15 @@ mod tests {
         assert!(err.contains("order"), "{err}");
         let err = tampered(&|forged| forged.truncate(forged.len() - 1)).unwrap_err();
         assert!(err.contains("header") || err.contains("short"), "{err}");
-        // A table named outside the stack's directory.
+        // A `tables.list` larger than the read (the forty-sixth re-attack's S1: 64 MiB of blank
+        // lines before the names).
         let list = std::fs::read(stack.join("tables.list")).unwrap();
+        let mut padded = vec![b'\n'; (MAX_STACK_BYTES + 1) as usize];
+        padded.extend_from_slice(&list);
+        std::fs::write(stack.join("tables.list"), &padded).unwrap();
+        assert!(replace_refs(&stack).unwrap_err().contains("larger than"));
+        std::fs::write(stack.join("tables.list"), &list).unwrap();
+        // A table named outside the stack's directory.
         std::fs::write(stack.join("tables.list"), b"../packed-refs\n").unwrap();
         assert!(replace_refs(&stack).unwrap_err().contains("not a table"));
         std::fs::write(stack.join("tables.list"), list).unwrap();
