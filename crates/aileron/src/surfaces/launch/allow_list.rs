@@ -1415,6 +1415,15 @@ fn covered_by(dir: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
     roots.iter().filter_map(part).collect()
 }
 
+/// mise's global config directory (`MISE_CONFIG_DIR`, else `~/.config/mise`) and the system's
+/// (`MISE_SYSTEM_CONFIG_DIR`, else `/etc/mise`).
+fn mise_config_dirs(env: &LaunchEnv) -> (PathBuf, PathBuf) {
+    let dir =
+        env.var(MISE_CONFIG_DIR).map_or_else(|| env.config_home().join("mise"), |dir| by_home(&env.home_dir, dir));
+    let system = env.var(MISE_SYSTEM_CONFIG_DIR).map_or_else(|| PathBuf::from("/etc/mise"), PathBuf::from);
+    (dir, system)
+}
+
 /// The `[settings]` of every config mise takes settings from before it looks at a project's
 /// (the forty-second re-attack's N3 and N8 set `env_file` and `trusted_config_paths` in
 /// `conf.d/`, which was not read): its global config (`MISE_GLOBAL_CONFIG_FILE`, else
@@ -1423,9 +1432,7 @@ fn covered_by(dir: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
 /// else `/etc/mise`); and the configs in the directories above each of `roots` (a trusted one
 /// there carries settings too), read whatever their trust.
 fn mise_settings(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<toml::Table> {
-    let dir =
-        env.var(MISE_CONFIG_DIR).map_or_else(|| env.config_home().join("mise"), |dir| by_home(&env.home_dir, dir));
-    let system = env.var(MISE_SYSTEM_CONFIG_DIR).map_or_else(|| PathBuf::from("/etc/mise"), PathBuf::from);
+    let (dir, system) = mise_config_dirs(env);
     let global =
         env.var(MISE_GLOBAL_CONFIG_FILE).map_or_else(|| dir.join("config.toml"), |file| by_home(&env.home_dir, file));
     let mut files = vec![global];
@@ -1463,9 +1470,7 @@ fn mise_settings(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<toml::Table> {
 /// `MISE_CONFIG_DIR` or `~/.config/mise`), the system's, and `.miserc.toml`,
 /// `.miserc.local.toml` and `.config/miserc.toml` in each root and the directories above it.
 fn miserc_files(env: &LaunchEnv, roots: &[PathBuf]) -> Vec<PathBuf> {
-    let dir =
-        env.var(MISE_CONFIG_DIR).map_or_else(|| env.config_home().join("mise"), |dir| by_home(&env.home_dir, dir));
-    let system = env.var(MISE_SYSTEM_CONFIG_DIR).map_or_else(|| PathBuf::from("/etc/mise"), PathBuf::from);
+    let (dir, system) = mise_config_dirs(env);
     let mut files = vec![dir.join("miserc.toml"), system.join("miserc.toml")];
     for root in roots {
         for above in root.ancestors() {

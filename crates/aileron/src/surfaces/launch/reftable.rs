@@ -377,6 +377,22 @@ mod tests {
             .collect()
     }
 
+    /// 3,000 tags on `object` in `repo`, then its stack compacted into one table (many blocks,
+    /// with an index).
+    fn with_many_refs(repo: &Path, object: &str) {
+        let many: String = (0..3000).map(|n| format!("create refs/tags/t{n:05} {object}\n")).collect();
+        let mut update = std::process::Command::new("git")
+            .args(["update-ref", "--stdin"])
+            .current_dir(repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut update.stdin.take().unwrap(), many.as_bytes()).unwrap();
+        assert!(update.wait().unwrap().success());
+        git(repo, &["pack-refs", "--all"]).unwrap();
+    }
+
     fn tables(repo: &Path) -> Vec<PathBuf> {
         let list = std::fs::read_to_string(repo.join(".git/reftable/tables.list")).unwrap();
         list.lines().map(|name| repo.join(".git/reftable").join(name)).collect()
@@ -400,17 +416,7 @@ mod tests {
         assert_eq!(replace_refs(&stack).unwrap(), as_git_shows(&repo));
 
         // Thousands of refs, then all compacted into one table.
-        let many: String = (0..3000).map(|n| format!("create refs/tags/t{n:05} {}\n", head.trim())).collect();
-        let mut update = std::process::Command::new("git")
-            .args(["update-ref", "--stdin"])
-            .current_dir(&repo)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut update.stdin.take().unwrap(), many.as_bytes()).unwrap();
-        assert!(update.wait().unwrap().success());
-        git(&repo, &["pack-refs", "--all"]).unwrap();
+        with_many_refs(&repo, head.trim());
         assert_eq!(tables(&repo).len(), 1, "compacted");
         let bytes = std::fs::read(&tables(&repo)[0]).unwrap();
         let table = Table::parse(&bytes).unwrap();
@@ -482,17 +488,7 @@ mod tests {
         let Some((_temp, repo)) = repository() else { return };
         let stack = repo.join(".git/reftable");
         let head = git(&repo, &["rev-parse", "HEAD"]).unwrap();
-        let many: String = (0..3000).map(|n| format!("create refs/tags/t{n:05} {}\n", head.trim())).collect();
-        let mut update = std::process::Command::new("git")
-            .args(["update-ref", "--stdin"])
-            .current_dir(&repo)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut update.stdin.take().unwrap(), many.as_bytes()).unwrap();
-        assert!(update.wait().unwrap().success());
-        git(&repo, &["pack-refs", "--all"]).unwrap();
+        with_many_refs(&repo, head.trim());
         let path = tables(&repo)[0].clone();
         let bytes = std::fs::read(&path).unwrap();
         let table = Table::parse(&bytes).unwrap();
