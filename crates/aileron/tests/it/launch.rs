@@ -5810,6 +5810,35 @@ fn a_replace_ref_the_agent_writes_into_a_reftable_stack_is_said_at_exit() {
     assert!(said.contains(&format!("wrote replace refs into {}", work.join(".git/reftable").display())), "{said}");
 }
 
+/// A symbolic replace ref the user had at launch replaces with whatever its target names: the
+/// agent moving that branch (no replace ref written, `refs/replace` read-only) changed what git
+/// shows for the user's commit. Said at exit.
+#[test]
+fn a_branch_a_symbolic_replace_ref_points_at_moved_by_the_agent_is_said_at_exit() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    let output = |args: &[&str]| {
+        String::from_utf8(Command::new("git").args(args).current_dir(&work).output().unwrap().stdout).unwrap()
+    };
+    assert!(git(&["init", "-q"]));
+    for message in ["first", "second", "third"] {
+        assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", message]));
+    }
+    let first = output(&["rev-parse", "HEAD~2"]).trim().to_string();
+    assert!(git(&["update-ref", "refs/heads/shown", "HEAD~1"]));
+    assert!(git(&["symbolic-ref", &format!("refs/replace/{first}"), "refs/heads/shown"]));
+    assert_eq!(output(&["log", "-1", "--format=%s", &first]).trim(), "second");
+    claude_runs(&rig, "#!/bin/sh\ngit update-ref refs/heads/shown HEAD && echo MOVED\n");
+    let launched = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&launched);
+    assert!(launched.status.success(), "{said}");
+    assert!(said.contains("MOVED"), "the agent's git moved it: {said}");
+    assert_eq!(output(&["log", "-1", "--format=%s", &first]).trim(), "third", "git shows the agent's choice");
+    let place = work.join(".git/refs/replace");
+    assert!(said.contains(&format!("wrote replace refs into {} (or moved a ref", place.display())), "{said}");
+}
+
 /// The fortieth re-attack's L6 and L10, and what it left: mise reads `.miserc.toml` and
 /// `.config/miserc.toml` in the directory the user is in and those above it, trusted or not, and
 /// their `override_tool_versions_filenames` renames the version file mise reads there (a renamed

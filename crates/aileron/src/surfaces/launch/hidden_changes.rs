@@ -110,9 +110,13 @@ fn read_named(git_dir: &Path, hash_len: usize, budget: &mut u64, mut visit: impl
 
 /// The replace refs (`refs/replace/…`) of a repository that no watch sees appear (a loose one
 /// under `refs/replace` is moved aside as it appears: `repositories`), each as its name and the
-/// object it names, place by place: its `packed-refs`, and if it keeps its refs in reftable
-/// stacks, its own and each linked worktree's (git reads a worktree's own stack as well as the
-/// common one there, and honours a replace ref in either: the forty-second re-attack's N1).
+/// object it names, place by place: its `packed-refs`, its loose ones, and if it keeps its refs
+/// in reftable stacks, its own and each linked worktree's (git reads a worktree's own stack as
+/// well as the common one there, and honours a replace ref in either: the forty-second
+/// re-attack's N1). A symbolic replace ref replaces with whatever its target names when git
+/// reads it, so its target's value, followed as git follows it, is read with it: a replace ref
+/// the user had at launch pointing at a branch, and the agent moving that branch, changed what
+/// `git log` shows with no replace ref written (the forty-sixth re-attack's open item).
 /// `Err`: the place could not be read as git reads it.
 struct Replacements(Vec<(PathBuf, Read)>);
 
@@ -128,8 +132,11 @@ impl Replacements {
     /// Those of the repository whose git directory (or a linked worktree's) is `git_dir`.
     fn of(git_dir: &Path) -> Replacements {
         let common = super::repositories::without_dot_dots(&git::shared_dir(git_dir));
-        let packed = common.join("packed-refs");
-        let mut places = vec![(packed.clone(), packed_replacements(&packed))];
+        let (packed, loose) = (common.join("packed-refs"), common.join("refs/replace"));
+        let mut places = vec![
+            (packed.clone(), packed_refs(&packed, |name| name.starts_with(b"refs/replace/"))),
+            (loose.clone(), loose_replacements(&loose)),
+        ];
         let stacks = std::fs::read_dir(common.join("worktrees")).into_iter().flatten().flatten();
         let stacks = [common.join("reftable")].into_iter().chain(stacks.map(|entry| entry.path().join("reftable")));
         for stack in stacks {
@@ -138,12 +145,120 @@ impl Replacements {
                 places.push((stack, refs));
             }
         }
+        for refs in places.iter_mut().filter_map(|(_, read)| read.as_mut().ok()) {
+            if refs.iter().any(|entry| symbolic_target(entry).is_some()) {
+                *refs = std::mem::take(refs).into_iter().map(|entry| followed(&common, entry)).collect();
+            }
+        }
         Replacements(places)
     }
 }
 
-/// The replace refs in `packed-refs` (`<object> <name>` lines), read line by line, whole.
-fn packed_replacements(file: &Path) -> Read {
+/// How many symbolic refs git follows from one name before it gives up (`SYMREF_MAXDEPTH`).
+const MAX_SYMBOLIC_DEPTH: usize = 5;
+
+/// Where a read replace ref (`<name> <value>`) points, when it is symbolic.
+fn symbolic_target(entry: &[u8]) -> Option<&[u8]> {
+    let value = &entry[entry.iter().position(|&byte| byte == b' ')? + 1..];
+    value.strip_prefix(b"ref: ")
+}
+
+/// A read replace ref with, when it is symbolic, the value its target has now, followed
+/// through further symbolic refs: what git replaces with.
+fn followed(common: &Path, mut entry: Vec<u8>) -> Vec<u8> {
+    let mut target = symbolic_target(&entry).map(<[u8]>::to_vec);
+    for _ in 0..MAX_SYMBOLIC_DEPTH {
+        let Some(name) = target.take() else { return entry };
+        let (value, next) = ref_value(common, &name);
+        target = next;
+        entry.extend_from_slice(b" -> ");
+        entry.extend_from_slice(&value);
+    }
+    entry
+}
+
+/// The ref `name`'s value as git reads it: from the reftable stack, else its loose file, else
+/// `packed-refs` (or why it could not be read there); with it, where it points when it is
+/// symbolic.
+fn ref_value(common: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let is_ref_name = name.starts_with(b"refs/")
+        && !name.contains(&0)
+        && name.split(|&byte| byte == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..");
+    if !is_ref_name {
+        return (b"(not a ref name)".to_vec(), None);
+    }
+    let loose = |name: &[u8]| match git::read_capped(
+        &common.join(std::ffi::OsStr::from_bytes(name)),
+        true,
+        MAX_LOOSE_REF_BYTES,
+    ) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        read => read.map(|value| Some(value.trim_ascii_end().to_vec())).map_err(|error| error.to_string()),
+    };
+    let packed = |name: &[u8]| {
+        packed_refs(&common.join("packed-refs"), |key| key == name)
+            .map(|found| found.into_iter().next().map(|entry| entry[name.len() + 1..].to_vec()))
+    };
+    let read = reftable::value_of(&common.join("reftable"), name)
+        .and_then(|value| match value {
+            None => loose(name),
+            found => Ok(found),
+        })
+        .and_then(|value| match value {
+            None => packed(name),
+            found => Ok(found),
+        });
+    match read {
+        Ok(Some(value)) => {
+            let next = value.strip_prefix(b"ref: ").map(<[u8]>::to_vec);
+            (value, next)
+        }
+        Ok(None) => (b"(none)".to_vec(), None),
+        Err(why) => (why.into_bytes(), None),
+    }
+}
+
+/// The most of a loose ref read (an object name or `ref: <name>`), and how many entries of
+/// `refs/replace` are read at most: past it, said unread.
+const MAX_LOOSE_REF_BYTES: u64 = 4096;
+const MAX_LOOSE_REPLACE_REFS: usize = 100_000;
+
+/// The loose replace refs under `dir` (`<common dir>/refs/replace`), read as git reads them
+/// (through links), each as its name and its content: those the user had at launch, kept
+/// read-only for the session, whose symbolic ones point where the agent can write.
+fn loose_replacements(dir: &Path) -> Read {
+    let mut found = HashSet::new();
+    let (mut pending, mut entries) = (vec![(dir.to_path_buf(), b"refs/replace".to_vec())], 0);
+    while let Some((dir, name)) = pending.pop() {
+        let listed = match std::fs::read_dir(&dir) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            listed => listed.map_err(|error| format!("{}: {error}", dir.display()))?,
+        };
+        for entry in listed {
+            let entry = entry.map_err(|error| format!("{}: {error}", dir.display()))?;
+            entries += 1;
+            if entries > MAX_LOOSE_REPLACE_REFS {
+                return Err(format!("more than {MAX_LOOSE_REPLACE_REFS} entries"));
+            }
+            let named = [&name[..], b"/", entry.file_name().as_encoded_bytes()].concat();
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                pending.push((entry.path(), named));
+                continue;
+            }
+            let value = match git::read_capped(&entry.path(), true, MAX_LOOSE_REF_BYTES) {
+                Ok(value) => value.trim_ascii_end().to_vec(),
+                Err(error) => error.to_string().into_bytes(),
+            };
+            found.insert([&named[..], b" ", &value].concat());
+        }
+    }
+    Ok(found)
+}
+
+/// The refs in `packed-refs` (`<object> <name>` lines) whose names are `wanted`, each as its
+/// name, a space and its object, read line by line, whole.
+fn packed_refs(file: &Path, wanted: impl Fn(&[u8]) -> bool) -> Read {
     use std::io::{BufRead as _, Read as _};
     let opened = match git::open_file(file, true) {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
@@ -163,7 +278,7 @@ fn packed_replacements(file: &Path) -> Read {
         let line = line.strip_suffix(b"\n").unwrap_or(&line);
         let Some(blank) = line.iter().position(|&byte| byte == b' ') else { continue };
         let (object, name) = (&line[..blank], &line[blank + 1..]);
-        if name.starts_with(b"refs/replace/") {
+        if wanted(name) {
             found.insert([name, b" ", object].concat());
         }
     }
@@ -1306,6 +1421,57 @@ mod tests {
     /// from the stack's list, is named; the user's own, and git compacting the stack, are not; a
     /// table that cannot be read as git reads it is said so.
     #[test]
+    fn a_symbolic_replace_ref_the_user_had_is_named_when_its_target_moves() {
+        // The user's replace ref points at a branch; the agent moves the branch, which changes
+        // what git shows in place of the user's commit with no replace ref written (the
+        // forty-sixth re-attack's open item). In both ref formats, and through a second
+        // symbolic ref.
+        for format in ["files", "reftable"] {
+            let temp = tempfile::tempdir().unwrap();
+            let repo = std::fs::canonicalize(temp.path()).unwrap();
+            let user = ["-c", "user.name=U", "-c", "user.email=u@x"];
+            let git_as_user = |args: &[&str]| git(&repo, &[&user[..], args].concat());
+            if !git(&repo, &["init", "-q", &format!("--ref-format={format}")]) {
+                return;
+            }
+            for message in ["a", "b", "c"] {
+                assert!(git_as_user(&["commit", "-q", "--allow-empty", "-m", message]));
+            }
+            let object = |name: &str| git_out(&repo, &["rev-parse", name], &[]).unwrap();
+            let (c, b, a) = (object("HEAD"), object("HEAD~1"), object("HEAD~2"));
+            assert!(git_as_user(&["update-ref", "refs/heads/with-b", &b]));
+            assert!(git_as_user(&["symbolic-ref", "refs/heads/via", "refs/heads/with-b"]));
+            assert!(git_as_user(&["symbolic-ref", &format!("refs/replace/{a}"), "refs/heads/via"]));
+            let shown = || git_out(&repo, &["log", "-1", "--format=%s", &a], &[]).unwrap();
+            assert_eq!(shown().trim(), "b", "{format}: git follows the symbolic replace ref");
+            let worktrees = [(repo.join(".git"), repo.clone())];
+            let snapshot = IndexSnapshot::take(&worktrees, &[]);
+            assert_eq!(snapshot.hidden(), Hidden::default(), "{format}");
+
+            // The agent's commits on another branch change nothing.
+            assert!(git_as_user(&["update-ref", "refs/heads/other", &c]));
+            assert_eq!(snapshot.hidden(), Hidden::default(), "{format}");
+
+            assert!(git_as_user(&["update-ref", "--no-deref", "refs/heads/with-b", &c]));
+            assert_eq!(shown().trim(), "c", "{format}: git shows the agent's commit in place of the user's");
+            let place = if format == "files" { ".git/refs/replace" } else { ".git/reftable" };
+            assert_eq!(snapshot.hidden().replacements, vec![repo.join(place)], "{format}");
+            assert!(git_as_user(&["update-ref", "--no-deref", "refs/heads/with-b", &b]));
+            assert_eq!(snapshot.hidden(), Hidden::default(), "{format}: put back");
+
+            // Packed, then moved in a new loose file (the files format).
+            if format == "files" {
+                assert!(git_as_user(&["pack-refs", "--all"]));
+                assert_eq!(snapshot.hidden().replacements, Vec::<PathBuf>::new(), "{format}: packing moves nothing");
+                let snapshot = IndexSnapshot::take(&worktrees, &[]);
+                std::fs::write(repo.join(".git/refs/heads/with-b"), format!("{c}\n")).unwrap();
+                assert_eq!(shown().trim(), "c");
+                assert_eq!(snapshot.hidden().replacements, vec![repo.join(place)]);
+            }
+        }
+    }
+
+    #[test]
     fn a_replace_ref_in_a_reftable_stack_is_named() {
         let temp = tempfile::tempdir().unwrap();
         let repo = std::fs::canonicalize(temp.path()).unwrap();
@@ -1379,8 +1545,8 @@ mod tests {
         let places = Replacements::of(&repo.join(".git")).0;
         assert_eq!(
             places.len(),
-            2 + 1 + 12_000,
-            "packed-refs, the common stack, the user's worktree's and the flood's"
+            3 + 1 + 12_000,
+            "packed-refs, the loose ones, the common stack, the user's worktree's and the flood's"
         );
         assert_eq!(snapshot.hidden(), Hidden::default());
         for n in 0..12_000 {

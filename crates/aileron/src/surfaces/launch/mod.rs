@@ -1641,9 +1641,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     }
     for packed in &hidden.replacements {
         log_line!(
-            "aileron: warning: {} wrote replace refs into {}: git shows, checks out and commits the objects they name \
-             in place of your history, and `git status`, `diff` and `log` look clean\nhint: list them with `git \
-             for-each-ref refs/replace` and remove each with `git replace -d <object>` before you run anything there",
+            "aileron: warning: {} wrote replace refs into {} (or moved a ref one of yours points at): git shows, \
+             checks out and commits the objects they name in place of your history, and `git status`, `diff` and \
+             `log` look clean\nhint: list them with `git for-each-ref refs/replace` (`git symbolic-ref <name>` tells \
+             where a symbolic one points) and remove each with `git replace -d <object>` before you run anything there",
             agent.name(),
             shown(packed)
         );

@@ -31,8 +31,20 @@ const MAX_INDEX_DEPTH: usize = 8;
 /// its value (the object it names; a symbolic one, where it points): empty when there is no
 /// stack. `Err` says why the stack could not be read as git reads it.
 pub fn replace_refs(dir: &Path) -> Result<HashSet<Vec<u8>>, String> {
+    let refs = refs(dir, |name| name.starts_with(REPLACE_REFS))?;
+    Ok(refs.into_iter().map(|(name, value)| [name, b" ".to_vec(), value].concat()).collect())
+}
+
+/// The value of the ref `name` in the stack in `dir` as git reads it (`None`: none there),
+/// spelled as [`replace_refs`] spells values (a symbolic ref's as `ref: <target>`).
+pub fn value_of(dir: &Path, name: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    Ok(refs(dir, |key| key == name)?.remove(name))
+}
+
+/// The live refs of the stack in `dir` whose names are `wanted`, each with its value.
+fn refs(dir: &Path, wanted: impl Fn(&[u8]) -> bool) -> Result<HashMap<Vec<u8>, Vec<u8>>, String> {
     let list = match git::read_capped(&dir.join("tables.list"), true, MAX_STACK_BYTES + 1) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
         Err(error) => return Err(format!("tables.list: {error}")),
         // Git reads all of it (64 MiB of blank lines before the names hid them from a read cut
         // there: the forty-sixth re-attack's S1).
@@ -60,12 +72,12 @@ pub fn replace_refs(dir: &Path) -> Result<HashSet<Vec<u8>>, String> {
             .ok_or_else(|| format!("the tables hold more than {} MiB", MAX_STACK_BYTES >> 20))?;
         let table = Table::parse(&bytes).map_err(|error| format!("{shown}: {error}"))?;
         for (key, value) in table.refs().map_err(|error| format!("{shown}: {error}"))? {
-            if key.starts_with(REPLACE_REFS) {
+            if wanted(&key) {
                 refs.insert(key, value);
             }
         }
     }
-    Ok(refs.into_iter().filter_map(|(name, value)| Some([name, b" ".to_vec(), value?].concat())).collect())
+    Ok(refs.into_iter().filter_map(|(name, value)| Some((name, value?))).collect())
 }
 
 /// One table's bytes and what its header and footer say of them.
