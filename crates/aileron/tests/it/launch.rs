@@ -6003,9 +6003,14 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     let (work, _) = rig.committed_workspace();
     std::fs::create_dir_all(work.join("own")).unwrap();
     std::fs::write(work.join("own/.gitignore"), ".gitignore\n").unwrap();
+    std::fs::create_dir_all(work.join(".venv")).unwrap();
+    std::fs::write(work.join(".venv/.gitignore"), "*\n").unwrap();
     let script = "#!/bin/sh\nmkdir -p tests app .cargo\necho 'import os' > tests/conftest.py\n\
                   printf '*\\n' > tests/.gitignore\nprintf 'node_modules/\\n' > app/.gitignore\n\
-                  echo '[build]' > .cargo/config.toml\nprintf '*\\n' > .cargo/.gitignore\n";
+                  echo '[build]' > .cargo/config.toml\nprintf '*\\n' > .cargo/.gitignore\n\
+                  mkdir -p lib/target/deep .cache\necho 'import os' > lib/target/deep/conftest.py\n\
+                  printf '*\\n' > lib/target/deep/.gitignore\necho 'x' > .cache/setup.test.js\n\
+                  printf '*\\n' > .cache/.gitignore\necho x > .venv/made\n";
     claude_runs(&rig, script);
     let status = || {
         let output = Command::new("git").args(["status", "--porcelain"]).current_dir(&work).output().unwrap();
@@ -6022,6 +6027,18 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     let cargo = format!("made {}, whose patterns hide it", work.join(".cargo/.gitignore").display());
     assert!(said.contains(&cargo), "{said}");
     assert!(status().contains("?? .cargo/"), "{}", status());
+    // In the directories the walks do not enter (`target`, `.cache`), made in the session: the
+    // user's `pytest` and `node --test` enter them (the forty-seventh re-attack's G1).
+    for made in ["lib/target/deep/.gitignore", ".cache/.gitignore"] {
+        let warned = format!("made {}, whose patterns hide it", work.join(made).display());
+        assert!(said.contains(&warned), "{made}: {said}");
+    }
+    assert!(status().contains("?? lib/") && status().contains("?? .cache/"), "{}", status());
+    assert_eq!(
+        std::fs::read_to_string(work.join(".venv/.gitignore")).unwrap(),
+        "*\n",
+        "the user's own, in a changed `.venv`"
+    );
     let kept = std::fs::read_to_string(work.join("tests/.gitignore")).unwrap();
     assert_eq!(kept, "# aileron: written while an agent ran, taken out: *\n");
     assert_eq!(std::fs::read_to_string(work.join("app/.gitignore")).unwrap(), "node_modules/\n");

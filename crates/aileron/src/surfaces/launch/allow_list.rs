@@ -383,7 +383,7 @@ pub fn write_access(
     // And every `.gitignore` there, in the same walk: one the agent makes is looked at at the
     // exit ([`ignore_scopes`]).
     let versions = version_scopes(&worked_in, &access.renamed_version_files);
-    let mut walked = trusted_files_of_sets(&[&access.trusted, &versions, &ignore_scopes(&worked_in)]).into_iter();
+    let mut walked = trusted_files_of_sets(&[&access.trusted, &versions, &ignore_scopes(&worked_in)], None).into_iter();
     let ((trusted_files, mut cut_short), (version_files, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     access.ignore_files = walked.next().unwrap_or_default().0;
@@ -1195,7 +1195,7 @@ pub fn trusted_files_in(scopes: &[(PathBuf, Names)]) -> Vec<PathBuf> {
 /// re-attack's H11 filled a directory with 20,001 files ahead of the one it planted in): what is
 /// past the budget is not known, and the caller says so.
 pub fn trusted_files_told(scopes: &[(PathBuf, Names)]) -> TrustedFound {
-    trusted_files_of_sets(&[scopes]).pop().unwrap_or_default()
+    trusted_files_of_sets(&[scopes], None).pop().unwrap_or_default()
 }
 
 /// The files a set of trusted scopes' names found, and its scopes a walk's budget cut short.
@@ -1205,7 +1205,14 @@ pub type TrustedFound = (Vec<PathBuf>, Vec<PathBuf>);
 /// exit looks for the trusted files and the `.tool-versions` below the workspace: one walk of a
 /// large tree, not two): for each set, the files its names found and its scopes the budget cut
 /// short.
-pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> {
+///
+/// `changed`, at the exit: the moment of the launch and one set whose names are also looked for
+/// in the directories the walk does not enter (but `.git` and `node_modules`) that changed since
+/// then, whole, each found there counted when it changed since then too. A `.gitignore` of `*`
+/// in a new `tests/target/` or `.cache/` hid a `conftest.py` or a `*.test.js` beside it from
+/// `git status`, and `pytest` and `node --test` enter those names (the forty-seventh re-attack's
+/// G1): a project that does not ignore them itself shows what is made there.
+pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<(i128, usize)>) -> Vec<TrustedFound> {
     // Each name wanted in a directory, with the sets that want it (a bit a set).
     type Wanted<'a> = Vec<(&'a str, u64)>;
     // Each path found, with the sets whose names found it.
@@ -1227,11 +1234,14 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> 
     for (scope, names) in merged {
         // gdb's scripts lie beside what a build makes: its output is entered for them.
         let in_builds = names.iter().any(|(name, _)| name.contains("-gdb."));
+        let skipped = if in_builds { &[][..] } else { &["target", ".venv"][..] };
         let entered = |entry: &std::fs::DirEntry| {
             let name = entry.file_name();
-            let skipped = if in_builds { &[][..] } else { &["target", ".venv"][..] };
             !NOT_ENTERED_IN_TRUSTED_WALKS.iter().chain(skipped).any(|skip| name == *skip)
         };
+        // The directories not entered that changed in the session, for `changed`'s set.
+        let changed_set = changed.filter(|(_, set)| names.iter().any(|(_, bits)| bits & (1 << set) != 0));
+        let changed_skipped = std::cell::RefCell::new(Vec::new());
         // A path (`.venv/bin/activate`) is looked for below each directory, without entering
         // what it goes through (a `.venv` holds thousands of files).
         let (paths, names): (Wanted, Wanted) = names.into_iter().partition(|(name, _)| name.contains('/'));
@@ -1278,6 +1288,14 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> 
             if kind.is_dir() && !paths.is_empty() {
                 below(&entry.path(), found);
             }
+            if kind.is_dir()
+                && let Some((since, _)) = changed_set
+                && !entered(entry)
+                && name != ".git"
+                && changed_since(&entry.path(), since)
+            {
+                changed_skipped.borrow_mut().push(entry.path());
+            }
             if kind.is_symlink()
                 && let Ok(target) = std::fs::canonicalize(entry.path())
                 && target.is_dir()
@@ -1311,6 +1329,29 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> 
             let bits = paths.iter().chain(&names).fold(0, |all, (_, bits)| all | bits);
             cut_short.push((scope.clone(), bits));
         }
+        if let Some((since, set)) = changed_set {
+            let wanted: Vec<&str> =
+                names.iter().filter(|(_, bits)| bits & (1 << set) != 0).map(|(name, _)| *name).collect();
+            let changed_skipped = changed_skipped.into_inner();
+            let whole = changed_skipped.is_empty()
+                || walk_entering(
+                    changed_skipped,
+                    TRUSTED_WALK_BUDGET,
+                    |entry| entry.file_name() != ".git" && entry.file_name() != "node_modules",
+                    |entry, _| {
+                        let name = entry.file_name();
+                        let name = name.to_string_lossy();
+                        if wanted.iter().any(|wanted| name_matches(&name, wanted))
+                            && changed_since(&entry.path(), since)
+                        {
+                            found.push((entry.path(), 1 << set));
+                        }
+                    },
+                );
+            if !whole {
+                cut_short.push((scope.clone(), 1 << set));
+            }
+        }
     }
     let of_set = |listed: &[(PathBuf, u64)], set: usize| -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> =
@@ -1320,6 +1361,13 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]]) -> Vec<TrustedFound> 
         paths
     };
     (0..sets.len().min(64)).map(|set| (of_set(&found, set), of_set(&cut_short, set))).collect()
+}
+
+/// Whether `path`'s status last changed at `since` (nanoseconds) or after.
+fn changed_since(path: &Path, since: i128) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|metadata| i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()) >= since)
 }
 
 /// Each of `dirs` as a scope of the version files mise (and asdf, nvm, pyenv, rbenv) read in the
@@ -3439,7 +3487,7 @@ mod tests {
         let trusted = vec![(root.clone(), static_names(&[".envrc", "./mise/config.*.toml"]))];
         let versions =
             vec![(root.join("a"), static_names(&[".tool-versions"])), (root.clone(), static_names(&["*.toml"]))];
-        let sets = trusted_files_of_sets(&[&trusted, &versions]);
+        let sets = trusted_files_of_sets(&[&trusted, &versions], None);
         let at = |files: &[&str]| files.iter().map(|file| root.join(file)).collect::<Vec<_>>();
         assert_eq!(sets[0].0, at(&["a/.envrc", "a/mise/config.dev.toml", "x/.envrc"]));
         assert_eq!(sets[1].0, at(&["a/b/.tool-versions", "a/mise/config.dev.toml"]));

@@ -310,6 +310,11 @@ pub struct Hidden {
 }
 
 impl IndexSnapshot {
+    /// The moment of the launch, as file times read it.
+    pub fn launched(&self) -> i128 {
+        self.launched
+    }
+
     /// The entries of each `(git directory, worktree)`'s indexes now, and which of `protected`
     /// (the session's read-only binds) lie in its worktree.
     pub fn take(worktrees: &[(PathBuf, PathBuf)], protected: &[PathBuf]) -> IndexSnapshot {

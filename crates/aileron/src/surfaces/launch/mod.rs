@@ -1380,7 +1380,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // And compiled Python (Q9).
     let python_scopes = allow_list::compiled_python_scopes(&workspace_dirs);
     let sets = [&trusted_scopes, &tool_version_scopes, &ignore_scopes, &python_scopes].map(Vec::as_slice);
-    let mut walked = allow_list::trusted_files_of_sets(&sets).into_iter();
+    // The `.gitignore` files (the third set) are looked for in the directories the walk does not
+    // enter too, those changed in the session.
+    let mut walked = allow_list::trusted_files_of_sets(&sets, Some((indexes_at_launch.launched(), 2))).into_iter();
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
