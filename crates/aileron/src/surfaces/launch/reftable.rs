@@ -147,6 +147,8 @@ impl<'a> Table<'a> {
     /// re-attack's S2, S3) was read by git and by no walk of the ref blocks.
     fn refs(&self) -> Result<Refs, String> {
         let (mut blocks, mut indexes, mut others) = (Vec::new(), Vec::new(), HashSet::new());
+        // The index blocks of the refs' section (those after the objects' are theirs).
+        let mut ref_indexes = HashSet::new();
         // The first block shares its bytes with the header; a table of logs alone has none.
         let mut start = 0;
         while start.max(self.header_len) < self.end {
@@ -155,7 +157,12 @@ impl<'a> Table<'a> {
             match kind {
                 b'r' if indexes.is_empty() && others.is_empty() => blocks.extend(self.block(start, b'r')?),
                 b'r' => return Err(format!("a ref block at {start}, after its index")),
-                b'i' => indexes.extend(self.block(start, b'i')?),
+                b'i' => {
+                    if others.is_empty() {
+                        ref_indexes.insert(start);
+                    }
+                    indexes.extend(self.block(start, b'i')?);
+                }
                 b'o' => {
                     others.insert(start);
                 }
@@ -182,7 +189,7 @@ impl<'a> Table<'a> {
             return Err("its refs are not in order".into());
         }
         if self.ref_index != 0 {
-            self.check_index(&blocks)?;
+            self.check_index(&blocks, &ref_indexes)?;
         }
         let records = blocks.into_iter().flat_map(|block| block.records);
         Ok(records
@@ -194,33 +201,61 @@ impl<'a> Table<'a> {
     }
 
     /// The index (every level of it) names each ref block, in order, by its last key, as git
-    /// writes it: then git's seek through it lands where a walk does.
-    fn check_index(&self, blocks: &[Block]) -> Result<(), String> {
-        let mut leaves = Vec::new();
-        self.index_leaves(usize::try_from(self.ref_index).map_err(|_| "its index is past its end")?, 0, &mut leaves)?;
+    /// writes it: then git's seek through it lands where a walk does. Each record of an upper
+    /// level names its child by the child's last key, the keys of each block rise, every index
+    /// block of the refs' section is in the tree, and none follows its top (which git's search
+    /// would read on into). An upper key naming a lower block by another key sent git's seek past
+    /// a deletion the walk read (the forty-seventh re-attack's D1), and a second top block after
+    /// the footer's took it elsewhere (D1b).
+    fn check_index(&self, blocks: &[Block], ref_indexes: &HashSet<usize>) -> Result<(), String> {
+        let top = usize::try_from(self.ref_index).map_err(|_| "its index is past its end")?;
+        let (mut leaves, mut tree) = (Vec::new(), HashSet::new());
+        self.index_tree(top, 0, &mut tree, &mut leaves)?;
         let named: Vec<(usize, &Vec<u8>)> =
             blocks.iter().filter_map(|block| Some((block.start, &block.records.last()?.0))).collect();
         let indexed: Vec<(usize, &Vec<u8>)> = leaves.iter().map(|(position, key)| (*position, key)).collect();
         if named != indexed {
             return Err("its index does not name its ref blocks as they are".into());
         }
+        if !ref_indexes.is_subset(&tree) {
+            return Err("an index block outside its index".into());
+        }
+        let after = self.next_block(top)?;
+        if after.max(self.header_len) < self.end && self.bytes.get(after) == Some(&b'i') {
+            return Err("an index block right after its index's top".into());
+        }
         Ok(())
     }
 
-    fn index_leaves(&self, start: usize, depth: usize, leaves: &mut Vec<(usize, Vec<u8>)>) -> Result<(), String> {
-        if depth > MAX_INDEX_DEPTH || start >= self.end {
-            return Err("its index is past its end or nested too deep".into());
+    /// The index block at `start` and those below it: its leaves' records (a ref block's position
+    /// and key) in order, the blocks met put in `tree`; its last key.
+    fn index_tree(
+        &self,
+        start: usize,
+        depth: usize,
+        tree: &mut HashSet<usize>,
+        leaves: &mut Vec<(usize, Vec<u8>)>,
+    ) -> Result<Vec<u8>, String> {
+        if depth > MAX_INDEX_DEPTH || start >= self.end || !tree.insert(start) {
+            return Err("its index is past its end, nested too deep or names a block twice".into());
         }
         let block = self.block(start, b'i')?.ok_or("its index points at no index block")?;
-        for (key, value) in block.records {
+        if block.records.windows(2).any(|pair| pair[0].0 >= pair[1].0) {
+            return Err(format!("an index block at {start} whose keys do not rise"));
+        }
+        for (key, value) in &block.records {
             let Value::Position(position) = value else { continue };
-            let position = usize::try_from(position).map_err(|_| "its index is past its end")?;
+            let position = usize::try_from(*position).map_err(|_| "its index is past its end")?;
             match self.bytes.get(position + if position == 0 { self.header_len } else { 0 }) {
-                Some(b'i') => self.index_leaves(position, depth + 1, leaves)?,
-                _ => leaves.push((position, key)),
+                Some(b'i') => {
+                    if self.index_tree(position, depth + 1, tree, leaves)? != *key {
+                        return Err(format!("an index block at {start} names a lower one by another key"));
+                    }
+                }
+                _ => leaves.push((position, key.clone())),
             }
         }
-        Ok(())
+        block.records.last().map(|(key, _)| key.clone()).ok_or_else(|| format!("an empty index block at {start}"))
     }
 
     /// Where git reads the block after the one at `start`: the next multiple of the block size
@@ -466,6 +501,55 @@ mod tests {
         let len = header.len() + 4 + body.len() + restarts.len() + 2;
         let count = (records.len() as u16).to_be_bytes();
         [header, &[kind], &(len as u32).to_be_bytes()[1..], &body, &restarts, &count].concat()
+    }
+
+    /// The forty-seventh re-attack's D1 and D1b: a newer table's deletion of a replace ref that
+    /// git's search through the index never reaches (so git still shows the ref), read by a walk.
+    /// D1: the upper level names a lower index block by another key than its last; D1b: a second
+    /// top block after the footer's, whose first key sends git's search into it. Both said
+    /// unreadable; the same table with its index as git writes it reads the deletion.
+    #[test]
+    fn a_deletion_git_would_not_reach_is_not_taken_for_one() {
+        let header = [&b"REFT\x01\x00\x10\x00"[..], &4u64.to_be_bytes(), &4u64.to_be_bytes()].concat();
+        let replaced = format!("refs/replace/{}", "b".repeat(40));
+        let (k1, k2, k3) = (&b"refs/heads/zz-none"[..], replaced.as_bytes(), &b"refs/zzz-none"[..]);
+        let deletion = |key: &[u8], header: &[u8]| block_of(b'r', &[record(key, 0, &number(0))], header);
+        let index = |records: &[(&[u8], usize)]| {
+            let records: Vec<Vec<u8>> = records.iter().map(|(key, at)| record(key, 0, &number(*at as u64))).collect();
+            block_of(b'i', &records, &[])
+        };
+        let footer = |index_at: usize| [&header[..], &(index_at as u64).to_be_bytes(), &[0; 32], &[0; 4]].concat();
+        // Over an older table where the replace ref is live.
+        let live = block_of(b'r', &[record(k2, 1, &[number(0), vec![7; 20]].concat())], &header);
+        let older = [&live[..], &footer(0)].concat();
+        let read = |table: &[u8]| {
+            let temp = tempfile::tempdir().unwrap();
+            std::fs::write(temp.path().join("tables.list"), "old.ref\nt.ref\n").unwrap();
+            std::fs::write(temp.path().join("old.ref"), &older).unwrap();
+            std::fs::write(temp.path().join("t.ref"), table).unwrap();
+            replace_refs(temp.path())
+        };
+        let (r1, r2, r3) = (deletion(k1, &header), deletion(k2, &[]), deletion(k3, &[]));
+        let (p2, p3) = (r1.len(), r1.len() + r2.len());
+        let la_at = p3 + r3.len();
+        let la = index(&[(k1, 0), (k2, p2)]);
+        let lb_at = la_at + la.len();
+        let lb = index(&[(k3, p3)]);
+        let top_at = lb_at + lb.len();
+        let two_levels = |top_key: &[u8]| {
+            [&r1[..], &r2, &r3, &la, &lb, &index(&[(top_key, la_at), (k3, lb_at)]), &footer(top_at)].concat()
+        };
+        assert_eq!(read(&[&r1[..], &footer(0)].concat()).map(|refs| refs.len()), Ok(1), "live in the older");
+        assert_eq!(read(&two_levels(k2)), Ok(HashSet::new()), "as git writes it: the deletion read");
+        let forged = read(&two_levels(k1));
+        assert!(forged.as_ref().is_err_and(|why| why.contains("another key")), "D1: {forged:?}");
+
+        let i1_at = p3;
+        let i1 = index(&[(k1, 0), (k2, p2)]);
+        let i2 = index(&[(k1, 0)]);
+        let d1b = [&r1[..], &r2, &i1, &i2, &footer(i1_at)].concat();
+        let forged = read(&d1b);
+        assert!(forged.as_ref().is_err_and(|why| why.contains("outside its index")), "D1b: {forged:?}");
     }
 
     /// The forty-sixth re-attack's S2: a second index block after the one the footer names,
