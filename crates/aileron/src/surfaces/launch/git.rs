@@ -513,6 +513,13 @@ pub fn info_exclude(git_dir: &Path) -> PathBuf {
     shared_dir(git_dir).join("info/exclude")
 }
 
+/// The repository's own attributes, beside the worktree's `.gitattributes` files but never seen
+/// in `git status` (the forty-seventh re-attack's A1: `-diff` there hid a changed line from `git
+/// diff`).
+pub fn info_attributes(git_dir: &Path) -> PathBuf {
+    shared_dir(git_dir).join("info/attributes")
+}
+
 /// Whether a line of a `.gitignore` ignores that `.gitignore` itself, as git reads the line and
 /// matches it (`dir.c`'s `add_patterns_from_buffer`, `parse_path_pattern`, `match_basename` and
 /// `match_pathname`, over [`wildmatch`]): a byte-order mark before it and a carriage return after

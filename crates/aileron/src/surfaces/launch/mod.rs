@@ -1297,10 +1297,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             (dir, commands)
         })
         .collect();
-    // And the repository's own ignore patterns (L8).
-    let excluded_at_launch: HashMap<PathBuf, Vec<String>> = existing_git_dirs
+    // And the repository's own ignore patterns (L8) and attributes (A1).
+    let patterns_at_launch: HashMap<PathBuf, Vec<String>> = existing_git_dirs
         .iter()
-        .map(|dir| git::info_exclude(dir))
+        .flat_map(|dir| [git::info_exclude(dir), git::info_attributes(dir)])
         .map(|file| {
             let lines = planted::lines_that_run(&file, git::is_a_pattern);
             (file, lines)
@@ -1454,98 +1454,37 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     for taken in &taken_out {
         log_line!("aileron: warning: {}", taken.report(agent.name()));
     }
-    // A rebase the agent left in progress with steps that run commands (F9), and a
-    // `.tool-versions` that runs a tool from a directory (F12).
+    // Lines the agent added that run a program or hide a change, taken out of each file they are
+    // in ([`planted::AddedLines`]).
+    let known = |at_launch: &HashMap<PathBuf, Vec<String>>, key: &Path| at_launch.get(key).cloned().unwrap_or_default();
+    let todos = state_dirs.iter().map(|dir| (todo(dir), known(&rebase_commands_at_launch, dir))).collect();
+    let of_git_dirs = |file: fn(&Path) -> PathBuf| {
+        let mut files: Vec<PathBuf> = existing_git_dirs.iter().chain(&made_git_dirs).map(|dir| file(dir)).collect();
+        files.sort();
+        files.dedup();
+        files.into_iter().map(|file| (file.clone(), known(&patterns_at_launch, &file))).collect()
+    };
+    let take_outs: [(planted::AddedLines, Vec<(PathBuf, Vec<String>)>); 5] = [
+        (planted::AddedLines::RebaseSteps, todos),
+        (planted::AddedLines::IgnorePatterns, of_git_dirs(git::info_exclude)),
+        (planted::AddedLines::Attributes, of_git_dirs(git::info_attributes)),
+        (
+            planted::AddedLines::SelfHidingIgnore,
+            made_ignore_files.iter().map(|file| (file.clone(), Vec::new())).collect(),
+        ),
+        (
+            planted::AddedLines::LocalTools,
+            tool_versions.iter().map(|file| (file.clone(), known(&local_tools_at_launch, file))).collect(),
+        ),
+    ];
     let mut lines_taken_out = Vec::new();
-    for (n, git_dir) in state_dirs.iter().enumerate() {
-        let known = rebase_commands_at_launch.get(git_dir).map(Vec::as_slice).unwrap_or_default();
-        let kept_as = format!("{n}-rebase-todo");
-        let Some(taken) = planted::take_out_lines(&todo(git_dir), git::runs_a_command, known, &quarantine, &kept_as)
-        else {
-            continue;
-        };
-        log_line!(
-            "aileron: warning: {} left a rebase in progress whose next steps run commands ({}): taken out of {}, left \
-             as comments; {}\nhint: look at what is left with `git rebase --edit-todo` before `git rebase \
-             --continue`, or `git rebase --abort`",
-            agent.name(),
-            taken.taken.join("; "),
-            shown(&taken.file),
-            taken.kept_where()
-        );
-        lines_taken_out.push(taken.file);
-    }
-    // Patterns the agent added to a repository's own ignore list hide what it made from `git
-    // status` (the fortieth re-attack's L8: a new `tests/conftest.py`, which `pytest` runs):
-    // taken out, so the user sees the files.
-    let mut excludes: Vec<PathBuf> =
-        existing_git_dirs.iter().chain(&made_git_dirs).map(|dir| git::info_exclude(dir)).collect();
-    excludes.sort();
-    excludes.dedup();
-    for (n, file) in excludes.iter().enumerate() {
-        let known = excluded_at_launch.get(file).map(Vec::as_slice).unwrap_or_default();
-        let kept_as = format!("{n}-info-exclude");
-        let Some(taken) = planted::take_out_lines(file, git::is_a_pattern, known, &quarantine, &kept_as) else {
-            continue;
-        };
-        log_line!(
-            "aileron: warning: {} added to {} patterns that hide files from `git status` ({}): taken out, left as \
-             comments, so what they hid shows; {}\nhint: look at what `git status` now shows before you run it",
-            agent.name(),
-            shown(&taken.file),
-            taken.taken.join("; "),
-            taken.kept_where()
-        );
-        lines_taken_out.push(taken.file);
-    }
-    // A `.gitignore` the agent made that ignores itself hides itself and what it lists from `git
-    // status` (a new `tests/conftest.py` beside it): the patterns that hide it taken out, so it
-    // shows, and with it what it hides.
-    for (n, file) in made_ignore_files.iter().enumerate() {
-        let kept_as = format!("{n}-gitignore");
-        let Some(taken) = planted::take_out_lines(file, git::hides_a_gitignore, &[], &quarantine, &kept_as) else {
-            continue;
-        };
-        log_line!(
-            "aileron: warning: {} made {}, whose patterns hide it from `git status` ({}), and with it what it lists: \
-             taken out, left as comments, so it shows; {}\nhint: look at what it lists before you run what is \
-             there (`git status --ignored`)",
-            agent.name(),
-            shown(&taken.file),
-            taken.taken.join("; "),
-            taken.kept_where()
-        );
-        lines_taken_out.push(taken.file);
-    }
-    for (n, file) in tool_versions.iter().enumerate() {
-        let known = local_tools_at_launch.get(file).map(Vec::as_slice).unwrap_or_default();
-        let kept_as = format!("{n}-tool-versions");
-        let Some(taken) = planted::take_out_local_tools(file, known, &quarantine, &kept_as) else {
-            continue;
-        };
-        if file.file_name().is_some_and(|name| name == "package.json") {
-            log_line!(
-                "aileron: warning: {} wrote into {} a tool to run from a directory of the project ({}): mise would \
-                 run it at your next use of the tool there; taken out (the rest of the file is as it was); {}\nhint: \
-                 put back what you want from the copy kept",
-                agent.name(),
-                shown(&taken.file),
-                taken.taken.join("; "),
-                taken.kept_where()
-            );
-            lines_taken_out.push(taken.file);
-            continue;
+    for (kind, files) in take_outs {
+        for (n, (file, known)) in files.iter().enumerate() {
+            if let Some(taken) = kind.take_out(file, known, &quarantine, n) {
+                log_line!("aileron: warning: {}", kind.told(agent.name(), &taken));
+                lines_taken_out.push(taken.file);
+            }
         }
-        log_line!(
-            "aileron: warning: {} wrote into {} a tool to run from a directory of the project ({}): mise, asdf or \
-             rustup would run it at your next use of the tool there; taken out, left as comments; {}\nhint: remove \
-             the `#` in front of a line you want",
-            agent.name(),
-            shown(&taken.file),
-            taken.taken.join("; "),
-            taken.kept_where()
-        );
-        lines_taken_out.push(taken.file);
     }
     for git_dir in strays.incomplete.iter().take(MAX_WARNINGS_EACH) {
         log_line!(

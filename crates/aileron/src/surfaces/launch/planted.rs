@@ -369,6 +369,81 @@ pub fn lines_that_run(file: &Path, runs: fn(&str) -> bool) -> Vec<String> {
 /// the user's is a few KiB.
 const MAX_TAKE_OUT_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The kinds of file whose lines the agent added the exit takes out (left as comments, or
+/// emptied in place, the file as it was kept in the quarantine), each with the test of a line
+/// and what the user is told.
+#[derive(Debug, Clone, Copy)]
+pub enum AddedLines {
+    /// A rebase left in progress whose next steps run commands (the thirty-fourth re-attack's
+    /// F9: `exec …`, run by the user's `git rebase --continue`).
+    RebaseSteps,
+    /// Patterns added to a repository's own ignore list, which hide what the agent made from
+    /// `git status` (the fortieth re-attack's L8: a new `tests/conftest.py`, which `pytest` runs).
+    IgnorePatterns,
+    /// Attributes added to a repository's own attributes, never seen in `git status` (the
+    /// forty-seventh re-attack's A1: `tool.py -diff` made `git diff` show "Binary files differ"
+    /// in place of the line the agent added to it).
+    Attributes,
+    /// A `.gitignore` the agent made that hides itself, and with it what it lists.
+    SelfHidingIgnore,
+    /// A version file that runs a tool from a directory of the project (F12, `package.json`'s
+    /// strings among them).
+    LocalTools,
+}
+
+impl AddedLines {
+    /// Takes out of `file` the lines of this kind not among `known` (those it held at launch);
+    /// the file as it was kept as the `n`th of its kind.
+    pub fn take_out(self, file: &Path, known: &[String], quarantine: &Path, n: usize) -> Option<TakenOut> {
+        let (kept_as, runs): (&str, fn(&str) -> bool) = match self {
+            AddedLines::RebaseSteps => ("rebase-todo", super::git::runs_a_command),
+            AddedLines::IgnorePatterns => ("info-exclude", super::git::is_a_pattern),
+            AddedLines::Attributes => ("info-attributes", super::git::is_a_pattern),
+            AddedLines::SelfHidingIgnore => ("gitignore", super::git::hides_a_gitignore),
+            AddedLines::LocalTools => {
+                return take_out_local_tools(file, known, quarantine, &format!("{n}-tool-versions"));
+            }
+        };
+        take_out_lines(file, runs, known, quarantine, &format!("{n}-{kept_as}"))
+    }
+
+    /// What `agent`'s user is told of what was taken out.
+    pub fn told(self, agent: &str, taken: &TakenOut) -> String {
+        let (file, lines, kept) = (super::shown(&taken.file), taken.taken.join("; "), taken.kept_where());
+        match self {
+            AddedLines::RebaseSteps => format!(
+                "{agent} left a rebase in progress whose next steps run commands ({lines}): taken out of {file}, left \
+                 as comments; {kept}\nhint: look at what is left with `git rebase --edit-todo` before `git rebase \
+                 --continue`, or `git rebase --abort`"
+            ),
+            AddedLines::IgnorePatterns => format!(
+                "{agent} added to {file} patterns that hide files from `git status` ({lines}): taken out, left as \
+                 comments, so what they hid shows; {kept}\nhint: look at what `git status` now shows before you run it"
+            ),
+            AddedLines::Attributes => format!(
+                "{agent} added to {file} attributes, which change how git shows, diffs and checks out files and are \
+                 never shown by `git status` ({lines}): taken out, left as comments; {kept}\nhint: look at `git \
+                 diff` again before you run what changed"
+            ),
+            AddedLines::SelfHidingIgnore => format!(
+                "{agent} made {file}, whose patterns hide it from `git status` ({lines}), and with it what it lists: \
+                 taken out, left as comments, so it shows; {kept}\nhint: look at what it lists before you run what \
+                 is there (`git status --ignored`)"
+            ),
+            AddedLines::LocalTools if is_package_json(&taken.file) => format!(
+                "{agent} wrote into {file} a tool to run from a directory of the project ({lines}): mise would run \
+                 it at your next use of the tool there; taken out (the rest of the file is as it was); {kept}\nhint: \
+                 put back what you want from the copy kept"
+            ),
+            AddedLines::LocalTools => format!(
+                "{agent} wrote into {file} a tool to run from a directory of the project ({lines}): mise, asdf or \
+                 rustup would run it at your next use of the tool there; taken out, left as comments; {kept}\nhint: \
+                 remove the `#` in front of a line you want"
+            ),
+        }
+    }
+}
+
 /// Takes out of `file` the lines for which `runs` holds that are not among `known` (those at
 /// launch), each left as a comment (`#`, which git's todo lists and `.tool-versions` skip), the
 /// file as it was kept in `quarantine` as `kept_as` first.
