@@ -1457,14 +1457,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // Lines the agent added that run a program or hide a change, taken out of each file they are
     // in ([`planted::AddedLines`]).
     let known = |at_launch: &HashMap<PathBuf, Vec<String>>, key: &Path| at_launch.get(key).cloned().unwrap_or_default();
-    let todos = state_dirs.iter().map(|dir| (todo(dir), known(&rebase_commands_at_launch, dir))).collect();
+    let todos: Vec<(PathBuf, Vec<String>)> =
+        state_dirs.iter().map(|dir| (todo(dir), known(&rebase_commands_at_launch, dir))).collect();
     let of_git_dirs = |file: fn(&Path) -> PathBuf| {
         let mut files: Vec<PathBuf> = existing_git_dirs.iter().chain(&made_git_dirs).map(|dir| file(dir)).collect();
         files.sort();
         files.dedup();
         files.into_iter().map(|file| (file.clone(), known(&patterns_at_launch, &file))).collect()
     };
-    let take_outs: [(planted::AddedLines, Vec<(PathBuf, Vec<String>)>); 5] = [
+    let take_outs = [
         (planted::AddedLines::RebaseSteps, todos),
         (planted::AddedLines::IgnorePatterns, of_git_dirs(git::info_exclude)),
         (planted::AddedLines::Attributes, of_git_dirs(git::info_attributes)),
