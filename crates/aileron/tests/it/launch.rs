@@ -6013,12 +6013,15 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     std::fs::write(work.join("own/.gitignore"), ".gitignore\n").unwrap();
     std::fs::create_dir_all(work.join(".venv")).unwrap();
     std::fs::write(work.join(".venv/.gitignore"), "*\n").unwrap();
+    std::fs::write(work.join(".gitignore"), "/target/\n.pytest_cache/\n").unwrap();
     let script = "#!/bin/sh\nmkdir -p tests app .cargo\necho 'import os' > tests/conftest.py\n\
                   printf '*\\n' > tests/.gitignore\nprintf 'node_modules/\\n' > app/.gitignore\n\
                   echo '[build]' > .cargo/config.toml\nprintf '*\\n' > .cargo/.gitignore\n\
                   mkdir -p lib/target/deep .cache\necho 'import os' > lib/target/deep/conftest.py\n\
                   printf '*\\n' > lib/target/deep/.gitignore\necho 'x' > .cache/setup.test.js\n\
-                  printf '*\\n' > .cache/.gitignore\necho x > .venv/made\n";
+                  printf '*\\n' > .cache/.gitignore\necho x > .venv/made\n\
+                  mkdir -p target .pytest_cache && printf '*\\n' > target/.gitignore\n\
+                  printf '# Created by pytest automatically.\\n*\\n' > .pytest_cache/.gitignore\n";
     claude_runs(&rig, script);
     let status = || {
         let output = Command::new("git").args(["status", "--porcelain"]).current_dir(&work).output().unwrap();
@@ -6047,6 +6050,11 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
         "*\n",
         "the user's own, in a changed `.venv`"
     );
+    // One in a directory the project's own `.gitignore` ignores is hidden by the user's choice.
+    assert_eq!(std::fs::read_to_string(work.join("target/.gitignore")).unwrap(), "*\n", "{said}");
+    assert!(!said.contains("target/.gitignore,") && !said.contains(".pytest_cache"), "{said}");
+    let pytest = std::fs::read_to_string(work.join(".pytest_cache/.gitignore")).unwrap();
+    assert_eq!(pytest, "# Created by pytest automatically.\n*\n");
     let kept = std::fs::read_to_string(work.join("tests/.gitignore")).unwrap();
     assert_eq!(kept, "# aileron: written while an agent ran, taken out: *\n");
     assert_eq!(std::fs::read_to_string(work.join("app/.gitignore")).unwrap(), "node_modules/\n");

@@ -1211,7 +1211,9 @@ pub type TrustedFound = (Vec<PathBuf>, Vec<PathBuf>);
 /// then, whole, each found there counted when it changed since then too. A `.gitignore` of `*`
 /// in a new `tests/target/` or `.cache/` hid a `conftest.py` or a `*.test.js` beside it from
 /// `git status`, and `pytest` and `node --test` enter those names (the forty-seventh re-attack's
-/// G1): a project that does not ignore them itself shows what is made there.
+/// G1): a project that does not ignore them itself shows what is made there. One the project's
+/// own `.gitignore` files surely ignore is not looked through ([`super::git::surely_ignored`]):
+/// what is made there is hidden by the user's choice, and a new `.venv` or `target` is large.
 pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<(i128, usize)>) -> Vec<TrustedFound> {
     // Each name wanted in a directory, with the sets that want it (a bit a set).
     type Wanted<'a> = Vec<(&'a str, u64)>;
@@ -1293,6 +1295,7 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<(i128
                 && !entered(entry)
                 && name != ".git"
                 && changed_since(&entry.path(), since)
+                && !super::git::surely_ignored(scope, &entry.path(), since)
             {
                 changed_skipped.borrow_mut().push(entry.path());
             }

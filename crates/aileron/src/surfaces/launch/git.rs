@@ -530,6 +530,15 @@ pub fn info_attributes(git_dir: &Path) -> PathBuf {
 /// NUL and patterns holding a `/` (`[!/]*`) that git read as hiding it and a simpler reading did
 /// not. A new one that does hides itself, and what it lists, from `git status`.
 pub fn hides_a_gitignore(line: &str) -> bool {
+    ignore_pattern(line).is_some_and(|(pattern, negated, dir_only)| {
+        !negated && !dir_only && pattern_matches(pattern, b".gitignore", b".gitignore")
+    })
+}
+
+/// A line of an ignore file as git reads it (`add_patterns_from_buffer`, `parse_path_pattern`):
+/// its pattern, whether it is a `!` negation and whether it names directories only (`…/`, the
+/// slash dropped); `None` for a blank line or a comment.
+fn ignore_pattern(line: &str) -> Option<(&[u8], bool, bool)> {
     let line = line.strip_prefix('\u{feff}').unwrap_or(line).as_bytes();
     let line = line.split(|&byte| byte == 0).next().unwrap_or_default();
     let mut pattern = line.strip_suffix(b"\r").unwrap_or(line);
@@ -540,10 +549,23 @@ pub fn hides_a_gitignore(line: &str) -> bool {
         }
         pattern = rest;
     }
-    if pattern.is_empty() || pattern[0] == b'#' || pattern[0] == b'!' || pattern.ends_with(b"/") {
-        return false;
+    if pattern.is_empty() || pattern[0] == b'#' {
+        return None;
     }
-    let name = b".gitignore";
+    let negated = pattern[0] == b'!';
+    if negated {
+        pattern = &pattern[1..];
+    }
+    let dir_only = pattern.ends_with(b"/");
+    if dir_only {
+        pattern = &pattern[..pattern.len() - 1];
+    }
+    (!pattern.is_empty()).then_some((pattern, negated, dir_only))
+}
+
+/// Whether an ignore file's `pattern` matches the entry `path` below the file's directory, whose
+/// name is `name` (`match_basename`, `match_pathname`).
+fn pattern_matches(pattern: &[u8], path: &[u8], name: &[u8]) -> bool {
     let literal = pattern.iter().take_while(|&&byte| !matches!(byte, b'*' | b'?' | b'[' | b'\\')).count();
     if !pattern.contains(&b'/') {
         // `match_basename`: a literal compared whole; `*literal` by its end; else without
@@ -563,15 +585,57 @@ pub fn hides_a_gitignore(line: &str) -> bool {
         Some(rest) => (rest, literal.saturating_sub(1)),
         None => (pattern, literal),
     };
-    if literal > name.len() || pattern[..literal] != name[..literal] {
+    if literal > path.len() || pattern[..literal] != path[..literal] {
         return false;
     }
-    let (pattern, rest) = (&pattern[literal..], &name[literal..]);
+    let (pattern, rest) = (&pattern[literal..], &path[literal..]);
     if pattern.is_empty() {
         return rest.is_empty();
     }
     wildmatch(pattern, rest, true) == Wild::Match
 }
+
+/// Whether the `.gitignore` files from `root` down to `dir`'s parent surely make git ignore `dir`
+/// (below `root`) or a directory it lies in, read as they are now. Said only where no doubt is
+/// left: any of those files changed since `since` (nanoseconds, file times), holding a negation
+/// or unreadable makes it `false`, and the repository's other ignore lists are not read (they
+/// could only ignore more).
+pub fn surely_ignored(root: &Path, dir: &Path, since: i128) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(below) = dir.strip_prefix(root) else { return false };
+    let components: Vec<&std::ffi::OsStr> = below.iter().collect();
+    let parts: Vec<&[u8]> = components.iter().map(|part| part.as_bytes()).collect();
+    // The ignore file of each directory from `root` to `dir`'s parent, and the directories below it.
+    for base in 0..parts.len() {
+        let file = components[..base].iter().fold(root.to_path_buf(), |path, part| path.join(part)).join(".gitignore");
+        let metadata = match std::fs::symlink_metadata(&file) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return false,
+            Ok(metadata) => metadata,
+        };
+        let changed = i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()) >= since;
+        let Ok(bytes) = read_capped(&file, false, MAX_IGNORE_FILE_BYTES + 1) else { return false };
+        if changed || bytes.len() as u64 > MAX_IGNORE_FILE_BYTES {
+            return false;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let patterns: Vec<(&[u8], bool, bool)> = text.lines().filter_map(ignore_pattern).collect();
+        if patterns.iter().any(|(_, negated, _)| *negated) {
+            return false;
+        }
+        for end in base + 1..=parts.len() {
+            let path = parts[base..end].join(&b'/');
+            if patterns.iter().any(|(pattern, _, _)| pattern_matches(pattern, &path, parts[end - 1])) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The most of a `.gitignore` [`surely_ignored`] reads; past it, no doubt is left out.
+const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 
 /// What git's `dowild` answers: a match, none, or none for any longer run of a `*` before it
 /// (`AbortAll`) or of a `*` short of a `**` (`AbortToStarStar`).
@@ -1478,6 +1542,55 @@ mod tests {
     /// forms the forty-fourth re-attack found (Q1–Q3) and patterns made from `.gitignore` by
     /// inserting, replacing and removing wildcard characters (a fixed seed; more with
     /// `AILERON_WILDMATCH_CASES`).
+    #[test]
+    fn a_directory_is_surely_ignored_only_where_git_ignores_it() {
+        let temp = tempfile::tempdir().unwrap();
+        let repo = temp.path();
+        let git = |args: &[&str]| std::process::Command::new("git").args(args).current_dir(repo).output();
+        if !git(&["init", "-q"]).is_ok_and(|output| output.status.success()) {
+            return;
+        }
+        let dirs =
+            ["target", "lib/target", "lib/target/deep", ".venv", "a/.cache", "x/__pycache__", "build/out/target"];
+        for dir in dirs {
+            std::fs::create_dir_all(repo.join(dir)).unwrap();
+        }
+        let launched = now_in_file_time() + 60_000_000_000;
+        let cases: [(&str, &str, &[&str]); 10] = [
+            ("", "target/\n", &["target", "lib/target", "lib/target/deep", "build/out/target"]),
+            ("", "/target\n", &["target"]),
+            ("", "**/target/\n.venv\n", &["target", "lib/target", "lib/target/deep", "build/out/target", ".venv"]),
+            ("", "lib/\n*.cache\n__pycache__/\n", &["lib/target", "lib/target/deep", "a/.cache", "x/__pycache__"]),
+            ("", "build/*/target\n", &["build/out/target"]),
+            ("lib", "target\n", &["lib/target", "lib/target/deep"]),
+            ("lib", "/target/\n", &["lib/target", "lib/target/deep"]),
+            // A negation anywhere leaves a doubt: nothing is surely ignored.
+            ("", "target/\n!lib/target\n", &[]),
+            ("", "# target/\n\\!target\n", &[]),
+            ("", "\u{feff}.venv \n", &[".venv"]),
+        ];
+        for (at, lines, ignored) in cases {
+            let file = repo.join(at).join(".gitignore");
+            std::fs::write(&file, lines).unwrap();
+            for dir in dirs {
+                let surely = surely_ignored(repo, &repo.join(dir), launched);
+                assert_eq!(surely, ignored.contains(&dir), "{at}/.gitignore {lines:?}: {dir}");
+                let checked = git(&["check-ignore", "-q", &format!("{dir}/")]).unwrap().status.success();
+                assert!(!surely || checked, "{at}/.gitignore {lines:?}: git does not ignore {dir}");
+            }
+            std::fs::remove_file(&file).unwrap();
+        }
+        // A `.gitignore` changed since the launch is not taken at its word.
+        std::fs::write(repo.join(".gitignore"), "target/\n").unwrap();
+        assert!(surely_ignored(repo, &repo.join("target"), launched));
+        assert!(!surely_ignored(repo, &repo.join("target"), now_in_file_time() - 60_000_000_000));
+    }
+
+    /// Now, in nanoseconds as file times read it.
+    fn now_in_file_time() -> i128 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128
+    }
+
     #[test]
     fn a_gitignore_that_hides_itself_is_told_as_git_tells_it() {
         let temp = tempfile::tempdir().unwrap();

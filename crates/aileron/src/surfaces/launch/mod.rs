@@ -1386,8 +1386,18 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
-    let made_ignore_files: Vec<PathBuf> =
-        ignore_files.into_iter().filter(|file| !ignore_files_at_launch.contains(file)).collect();
+    // (One in a directory the project's own `.gitignore` files ignore hides nothing the user's
+    // choice did not: `.pytest_cache/.gitignore`, which `pytest` writes, where the project ignores
+    // `.pytest_cache/`.)
+    let ignored_by_the_project = |file: &PathBuf| {
+        let launched = indexes_at_launch.launched();
+        let dir = file.parent().unwrap_or(file);
+        workspace_dirs.iter().any(|root| git::surely_ignored(root, dir, launched))
+    };
+    let made_ignore_files: Vec<PathBuf> = ignore_files
+        .into_iter()
+        .filter(|file| !ignore_files_at_launch.contains(file) && !ignored_by_the_project(file))
+        .collect();
     // Compiled Python written in the session: Python runs a forged one in place of its source
     // (the forty-fourth re-attack's Q9). Those in `__pycache__` removed (compiled again at the
     // next import), one with no source moved aside.
