@@ -302,6 +302,12 @@ impl<'a> Table<'a> {
         let restart_points: Vec<usize> = (0..restarts)
             .map(|index| be(&data[records_end + 3 * index..records_end + 3 * index + 3]) as usize)
             .collect();
+        // Git writes the first record as a restart point, and its search takes them in order:
+        // with none, it reads an offset from the bytes after the block and starts there (the
+        // forty-eighth re-attack's R1 hid a record that way).
+        if restart_points.first() != Some(&(header + 4)) || restart_points.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return Err(format!("a block at {start} whose restart points are not its records in order"));
+        }
         let mut records = Vec::new();
         let (mut at, mut key) = (header + 4, Vec::new());
         let mut starts = HashSet::new();
@@ -550,6 +556,36 @@ mod tests {
         let d1b = [&r1[..], &r2, &i1, &i2, &footer(i1_at)].concat();
         let forged = read(&d1b);
         assert!(forged.as_ref().is_err_and(|why| why.contains("outside its index")), "D1b: {forged:?}");
+    }
+
+    /// The forty-eighth re-attack's R1: a ref block with no restart points. Git's search then
+    /// reads a restart offset from the bytes after the block and starts there, past a deletion a
+    /// walk reads; so do restart points out of order. Both said unreadable.
+    #[test]
+    fn a_block_whose_restart_points_git_would_misread_is_unreadable() {
+        let header = [&b"REFT\x01\x00\x10\x00"[..], &4u64.to_be_bytes(), &4u64.to_be_bytes()].concat();
+        let records = [record(b"refs/heads/a", 0, &number(0)), record(b"refs/replace/b", 0, &number(0))];
+        let with_restarts = |restarts: &[usize]| {
+            let body = records.concat();
+            let points: Vec<u8> = restarts.iter().flat_map(|at| (*at as u32).to_be_bytes()[1..].to_vec()).collect();
+            let len = header.len() + 4 + body.len() + points.len() + 2;
+            let count = (restarts.len() as u16).to_be_bytes();
+            let block = [&header[..], &[b'r'], &(len as u32).to_be_bytes()[1..], &body, &points, &count].concat();
+            [block, header.clone(), 0u64.to_be_bytes().to_vec(), vec![0; 36]].concat()
+        };
+        let read = |table: &[u8]| {
+            let temp = tempfile::tempdir().unwrap();
+            std::fs::write(temp.path().join("tables.list"), "t.ref\n").unwrap();
+            std::fs::write(temp.path().join("t.ref"), table).unwrap();
+            replace_refs(temp.path())
+        };
+        let (first, second) = (header.len() + 4, header.len() + 4 + records[0].len());
+        assert_eq!(read(&with_restarts(&[first, second])), Ok(HashSet::new()), "as git writes it");
+        assert_eq!(read(&with_restarts(&[first])), Ok(HashSet::new()), "one restart point is enough");
+        for forged in [&[][..], &[second, first], &[second]] {
+            let read = read(&with_restarts(forged));
+            assert!(read.as_ref().is_err_and(|why| why.contains("restart points")), "{forged:?}: {read:?}");
+        }
     }
 
     /// The forty-sixth re-attack's S2: a second index block after the one the footer names,
