@@ -6014,6 +6014,11 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     std::fs::create_dir_all(work.join(".venv")).unwrap();
     std::fs::write(work.join(".venv/.gitignore"), "*\n").unwrap();
     std::fs::write(work.join(".gitignore"), "/target/\n.pytest_cache/\n").unwrap();
+    // A tracked directory of a name the walks skip (the forty-eighth re-attack's G2).
+    std::fs::create_dir_all(work.join("spec/target/unit")).unwrap();
+    std::fs::write(work.join("spec/target/unit/test_t.py"), "def test_t(): pass\n").unwrap();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["add", "spec"]) && git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "spec"]));
     let script = "#!/bin/sh\nmkdir -p tests app .cargo\necho 'import os' > tests/conftest.py\n\
                   printf '*\\n' > tests/.gitignore\nprintf 'node_modules/\\n' > app/.gitignore\n\
                   echo '[build]' > .cargo/config.toml\nprintf '*\\n' > .cargo/.gitignore\n\
@@ -6021,6 +6026,7 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
                   printf '*\\n' > lib/target/deep/.gitignore\necho 'x' > .cache/setup.test.js\n\
                   printf '*\\n' > .cache/.gitignore\necho x > .venv/made\n\
                   mkdir -p target .pytest_cache && printf '*\\n' > target/.gitignore\n\
+                  printf '*\\n' > spec/target/unit/.gitignore\necho 'import os' > spec/target/unit/conftest.py\n\
                   printf '# Created by pytest automatically.\\n*\\n' > .pytest_cache/.gitignore\n";
     claude_runs(&rig, script);
     let status = || {
@@ -6040,7 +6046,7 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     assert!(status().contains("?? .cargo/"), "{}", status());
     // In the directories the walks do not enter (`target`, `.cache`), made in the session: the
     // user's `pytest` and `node --test` enter them (the forty-seventh re-attack's G1).
-    for made in ["lib/target/deep/.gitignore", ".cache/.gitignore"] {
+    for made in ["lib/target/deep/.gitignore", ".cache/.gitignore", "spec/target/unit/.gitignore"] {
         let warned = format!("made {}, whose patterns hide it", work.join(made).display());
         assert!(said.contains(&warned), "{made}: {said}");
     }

@@ -1214,7 +1214,7 @@ pub type TrustedFound = (Vec<PathBuf>, Vec<PathBuf>);
 /// G1): a project that does not ignore them itself shows what is made there. One the project's
 /// own `.gitignore` files surely ignore is not looked through ([`super::git::surely_ignored`]):
 /// what is made there is hidden by the user's choice, and a new `.venv` or `target` is large.
-pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<(i128, usize)>) -> Vec<TrustedFound> {
+pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<&SkippedLookedAt>) -> Vec<TrustedFound> {
     // Each name wanted in a directory, with the sets that want it (a bit a set).
     type Wanted<'a> = Vec<(&'a str, u64)>;
     // Each path found, with the sets whose names found it.
@@ -1242,7 +1242,9 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<(i128
             !NOT_ENTERED_IN_TRUSTED_WALKS.iter().chain(skipped).any(|skip| name == *skip)
         };
         // The directories not entered that changed in the session, for `changed`'s set.
-        let changed_set = changed.filter(|(_, set)| names.iter().any(|(_, bits)| bits & (1 << set) != 0));
+        let changed_set = changed
+            .filter(|changed| names.iter().any(|(_, bits)| bits & (1 << changed.set) != 0))
+            .map(|changed| (changed.since, changed.set, changed.tracked));
         let changed_skipped = std::cell::RefCell::new(Vec::new());
         // A path (`.venv/bin/activate`) is looked for below each directory, without entering
         // what it goes through (a `.venv` holds thousands of files).
@@ -1291,10 +1293,10 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<(i128
                 below(&entry.path(), found);
             }
             if kind.is_dir()
-                && let Some((since, _)) = changed_set
+                && let Some((since, _, tracked)) = changed_set
                 && !entered(entry)
                 && name != ".git"
-                && changed_since(&entry.path(), since)
+                && (changed_since(&entry.path(), since) || tracked.contains(&entry.path()))
                 && !super::git::surely_ignored(scope, &entry.path(), since)
             {
                 changed_skipped.borrow_mut().push(entry.path());
@@ -1332,7 +1334,7 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<(i128
             let bits = paths.iter().chain(&names).fold(0, |all, (_, bits)| all | bits);
             cut_short.push((scope.clone(), bits));
         }
-        if let Some((since, set)) = changed_set {
+        if let Some((since, set, _)) = changed_set {
             let wanted: Vec<&str> =
                 names.iter().filter(|(_, bits)| bits & (1 << set) != 0).map(|(name, _)| *name).collect();
             let changed_skipped = changed_skipped.into_inner();
@@ -1364,6 +1366,26 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<(i128
         paths
     };
     (0..sets.len().min(64)).map(|set| (of_set(&found, set), of_set(&cut_short, set))).collect()
+}
+
+/// Whether the walks for the trusted, version and ignore files below a root skip a directory of
+/// this name (in a tree without gdb's scripts).
+pub fn skipped_in_walks(name: &[u8]) -> bool {
+    NOT_ENTERED_IN_TRUSTED_WALKS.iter().chain(&["target", ".venv"]).any(|skip| name == skip.as_bytes())
+}
+
+/// At the exit, where the `.gitignore` files are also looked for in the directories the walks
+/// skip ([`trusted_files_of_sets`]).
+pub struct SkippedLookedAt<'a> {
+    /// The moment of the launch, as file times read it: a directory that changed since then is
+    /// looked through, and a `.gitignore` there that changed since then is counted.
+    pub since: i128,
+    /// The set of names looked for there.
+    pub set: usize,
+    /// The directories skipped by name that hold tracked files: looked through whatever their
+    /// time (git lists each new file there, so a `.gitignore` made a level below hid them: the
+    /// forty-eighth re-attack's G2).
+    pub tracked: &'a std::collections::HashSet<PathBuf>,
 }
 
 /// Whether `path`'s status last changed at `since` (nanoseconds) or after.

@@ -44,6 +44,9 @@ pub struct IndexSnapshot {
     history: Option<PathBuf>,
     /// The `rr-cache` directories there at launch ([`IndexSnapshot::replayed_state`]).
     rr_caches: Vec<PathBuf>,
+    /// The directories the walks skip by name ([`allow_list::skipped_in_walks`]) that held
+    /// tracked files at launch, the outermost of each path.
+    tracked_skipped: HashSet<PathBuf>,
 }
 
 struct Recorded {
@@ -315,6 +318,11 @@ impl IndexSnapshot {
         self.launched
     }
 
+    /// The directories the walks skip by name that held tracked files at launch.
+    pub fn tracked_skipped(&self) -> &HashSet<PathBuf> {
+        &self.tracked_skipped
+    }
+
     /// The entries of each `(git directory, worktree)`'s indexes now, and which of `protected`
     /// (the session's read-only binds) lie in its worktree.
     pub fn take(worktrees: &[(PathBuf, PathBuf)], protected: &[PathBuf]) -> IndexSnapshot {
@@ -325,6 +333,7 @@ impl IndexSnapshot {
             trusted: Vec::new(),
             history: None,
             rr_caches: Vec::new(),
+            tracked_skipped: HashSet::new(),
         };
         snapshot.rr_caches = worktrees
             .iter()
@@ -340,13 +349,30 @@ impl IndexSnapshot {
                 .cloned()
                 .collect();
             let (mut entries, mut protected_entries) = (HashSet::new(), HashMap::new());
+            let mut tracked_skipped: HashSet<Vec<u8>> = HashSet::new();
             read_named(git_dir, git::hash_len(git_dir), &mut budget, |entry| {
                 entries.insert(snapshot.key(entry));
+                let mut parts = entry.name.split(|&byte| byte == b'/');
+                parts.next_back();
+                let mut end = 0;
+                for part in parts {
+                    end += part.len();
+                    if allow_list::skipped_in_walks(part) {
+                        if !tracked_skipped.contains(&entry.name[..end]) {
+                            tracked_skipped.insert(entry.name[..end].to_vec());
+                        }
+                        break;
+                    }
+                    end += 1;
+                }
                 let path = worktree.join(std::ffi::OsStr::from_bytes(entry.name));
                 if protected.iter().any(|bound| path.starts_with(bound)) {
                     protected_entries.insert(entry.name.to_vec(), entry.object_name().to_vec());
                 }
             });
+            snapshot
+                .tracked_skipped
+                .extend(tracked_skipped.into_iter().map(|dir| worktree.join(std::ffi::OsStr::from_bytes(&dir))));
             snapshot.worktrees.push(Recorded {
                 git_dir: git_dir.clone(),
                 worktree: worktree.clone(),

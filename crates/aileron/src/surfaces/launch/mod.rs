@@ -1381,8 +1381,13 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let python_scopes = allow_list::compiled_python_scopes(&workspace_dirs);
     let sets = [&trusted_scopes, &tool_version_scopes, &ignore_scopes, &python_scopes].map(Vec::as_slice);
     // The `.gitignore` files (the third set) are looked for in the directories the walk does not
-    // enter too, those changed in the session.
-    let mut walked = allow_list::trusted_files_of_sets(&sets, Some((indexes_at_launch.launched(), 2))).into_iter();
+    // enter too, those changed in the session or holding tracked files.
+    let skipped = allow_list::SkippedLookedAt {
+        since: indexes_at_launch.launched(),
+        set: 2,
+        tracked: indexes_at_launch.tracked_skipped(),
+    };
+    let mut walked = allow_list::trusted_files_of_sets(&sets, Some(&skipped)).into_iter();
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
