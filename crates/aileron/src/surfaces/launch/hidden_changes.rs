@@ -150,7 +150,7 @@ impl Replacements {
         }
         for refs in places.iter_mut().filter_map(|(_, read)| read.as_mut().ok()) {
             if refs.iter().any(|entry| symbolic_target(entry).is_some()) {
-                *refs = std::mem::take(refs).into_iter().map(|entry| followed(&common, entry)).collect();
+                *refs = std::mem::take(refs).into_iter().map(|entry| followed(&common, git_dir, entry)).collect();
             }
         }
         Replacements(places)
@@ -167,12 +167,12 @@ fn symbolic_target(entry: &[u8]) -> Option<&[u8]> {
 }
 
 /// A read replace ref with, when it is symbolic, the value its target has now, followed
-/// through further symbolic refs: what git replaces with.
-fn followed(common: &Path, mut entry: Vec<u8>) -> Vec<u8> {
+/// through further symbolic refs: what git replaces with (in the worktree of `git_dir`).
+fn followed(common: &Path, git_dir: &Path, mut entry: Vec<u8>) -> Vec<u8> {
     let mut target = symbolic_target(&entry).map(<[u8]>::to_vec);
     for _ in 0..MAX_SYMBOLIC_DEPTH {
         let Some(name) = target.take() else { return entry };
-        let (value, next) = ref_value(common, &name);
+        let (value, next) = ref_value(common, git_dir, &name);
         target = next;
         entry.extend_from_slice(b" -> ");
         entry.extend_from_slice(&value);
@@ -180,17 +180,24 @@ fn followed(common: &Path, mut entry: Vec<u8>) -> Vec<u8> {
     entry
 }
 
-/// The ref `name`'s value as git reads it: from the reftable stack, else its loose file, else
-/// `packed-refs` (or why it could not be read there); with it, where it points when it is
-/// symbolic.
-fn ref_value(common: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
+/// The ref `name`'s value as git reads it in the worktree of `git_dir`: from the reftable stack,
+/// else its loose file, else `packed-refs` (or why it could not be read there); with it, where
+/// it points when it is symbolic. A root ref (`HEAD`, `ORIG_HEAD`: git follows `ref: ORIG_HEAD`
+/// too, the forty-eighth re-attack's S1) and those under `refs/worktree/`, `refs/bisect/` and
+/// `refs/rewritten/` are the worktree's own, read where its git directory keeps them.
+fn ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
     use std::os::unix::ffi::OsStrExt as _;
-    let is_ref_name = name.starts_with(b"refs/")
-        && !name.contains(&0)
-        && name.split(|&byte| byte == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..");
+    let root_ref = !name.is_empty() && name.iter().all(|byte| byte.is_ascii_uppercase() || *byte == b'_');
+    let is_ref_name = root_ref
+        || name.starts_with(b"refs/")
+            && !name.contains(&0)
+            && name.split(|&byte| byte == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..");
     if !is_ref_name {
         return (b"(not a ref name)".to_vec(), None);
     }
+    let own =
+        root_ref || [&b"refs/worktree/"[..], b"refs/bisect/", b"refs/rewritten/"].iter().any(|at| name.starts_with(at));
+    let common = if own { git_dir } else { common };
     let loose = |name: &[u8]| match git::read_capped(
         &common.join(std::ffi::OsStr::from_bytes(name)),
         true,
@@ -200,8 +207,12 @@ fn ref_value(common: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
         read => read.map(|value| Some(value.trim_ascii_end().to_vec())).map_err(|error| error.to_string()),
     };
     let packed = |name: &[u8]| {
-        packed_refs(&common.join("packed-refs"), |key| key == name)
-            .map(|found| found.into_iter().next().map(|entry| entry[name.len() + 1..].to_vec()))
+        // Every line of that name, in one order (the same name twice is not git's to write).
+        packed_refs(&common.join("packed-refs"), |key| key == name).map(|found| {
+            let mut values: Vec<Vec<u8>> = found.into_iter().map(|entry| entry[name.len() + 1..].to_vec()).collect();
+            values.sort();
+            (!values.is_empty()).then(|| values.join(&b','))
+        })
     };
     let read = reftable::value_of(&common.join("reftable"), name)
         .and_then(|value| match value {
@@ -1489,6 +1500,19 @@ mod tests {
             assert_eq!(snapshot.hidden().replacements, vec![repo.join(place)], "{format}");
             assert!(git_as_user(&["update-ref", "--no-deref", "refs/heads/with-b", &b]));
             assert_eq!(snapshot.hidden(), Hidden::default(), "{format}: put back");
+
+            // Pointing at a root ref, which git follows too (the forty-eighth re-attack's S1).
+            if format == "files" {
+                let replace_ref = repo.join(format!(".git/refs/replace/{a}"));
+                std::fs::write(&replace_ref, "ref: ORIG_HEAD\n").unwrap();
+                std::fs::write(repo.join(".git/ORIG_HEAD"), format!("{b}\n")).unwrap();
+                assert_eq!(shown().trim(), "b", "git follows it");
+                let snapshot = IndexSnapshot::take(&worktrees, &[]);
+                std::fs::write(repo.join(".git/ORIG_HEAD"), format!("{c}\n")).unwrap();
+                assert_eq!(shown().trim(), "c");
+                assert_eq!(snapshot.hidden().replacements, vec![repo.join(place)]);
+                std::fs::write(&replace_ref, "ref: refs/heads/via\n").unwrap();
+            }
 
             // Packed, then moved in a new loose file (the files format).
             if format == "files" {

@@ -570,7 +570,7 @@ mod tests {
             let points: Vec<u8> = restarts.iter().flat_map(|at| (*at as u32).to_be_bytes()[1..].to_vec()).collect();
             let len = header.len() + 4 + body.len() + points.len() + 2;
             let count = (restarts.len() as u16).to_be_bytes();
-            let block = [&header[..], &[b'r'], &(len as u32).to_be_bytes()[1..], &body, &points, &count].concat();
+            let block = [&header[..], b"r", &(len as u32).to_be_bytes()[1..], &body, &points, &count].concat();
             [block, header.clone(), 0u64.to_be_bytes().to_vec(), vec![0; 36]].concat()
         };
         let read = |table: &[u8]| {
