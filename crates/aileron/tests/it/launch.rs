@@ -6017,8 +6017,15 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     // A tracked directory of a name the walks skip (the forty-eighth re-attack's G2).
     std::fs::create_dir_all(work.join("spec/target/unit")).unwrap();
     std::fs::write(work.join("spec/target/unit/test_t.py"), "def test_t(): pass\n").unwrap();
+    // A committed `node_modules` (as a GitHub action keeps it), and a tool's own self-hiding
+    // `.gitignore` the user has (the forty-ninth re-attack's K1 and M1).
+    std::fs::create_dir_all(work.join("action/node_modules/greet")).unwrap();
+    std::fs::write(work.join("action/node_modules/greet/index.js"), "module.exports = 1;\n").unwrap();
+    std::fs::create_dir_all(work.join("cachedir")).unwrap();
+    std::fs::write(work.join("cachedir/.gitignore"), "*\n").unwrap();
     let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
-    assert!(git(&["add", "spec"]) && git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "spec"]));
+    assert!(git(&["add", "spec", "action"]));
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "spec"]));
     let script = "#!/bin/sh\nmkdir -p tests app .cargo\necho 'import os' > tests/conftest.py\n\
                   printf '*\\n' > tests/.gitignore\nprintf 'node_modules/\\n' > app/.gitignore\n\
                   echo '[build]' > .cargo/config.toml\nprintf '*\\n' > .cargo/.gitignore\n\
@@ -6027,6 +6034,9 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
                   printf '*\\n' > .cache/.gitignore\necho x > .venv/made\n\
                   mkdir -p target .pytest_cache && printf '*\\n' > target/.gitignore\n\
                   printf '*\\n' > spec/target/unit/.gitignore\necho 'import os' > spec/target/unit/conftest.py\n\
+                  mkdir -p moved && mv cachedir moved/target && echo 'import os' > moved/target/conftest.py\n\
+                  mkdir -p action/node_modules/greet/node_modules/leftpad\n\
+                  printf '*\\n' > action/node_modules/greet/node_modules/.gitignore\n\
                   printf '# Created by pytest automatically.\\n*\\n' > .pytest_cache/.gitignore\n";
     claude_runs(&rig, script);
     let status = || {
@@ -6046,7 +6056,13 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     assert!(status().contains("?? .cargo/"), "{}", status());
     // In the directories the walks do not enter (`target`, `.cache`), made in the session: the
     // user's `pytest` and `node --test` enter them (the forty-seventh re-attack's G1).
-    for made in ["lib/target/deep/.gitignore", ".cache/.gitignore", "spec/target/unit/.gitignore"] {
+    for made in [
+        "lib/target/deep/.gitignore",
+        ".cache/.gitignore",
+        "spec/target/unit/.gitignore",
+        "moved/target/.gitignore",
+        "action/node_modules/greet/node_modules/.gitignore",
+    ] {
         let warned = format!("made {}, whose patterns hide it", work.join(made).display());
         assert!(said.contains(&warned), "{made}: {said}");
     }
@@ -6058,7 +6074,8 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     );
     // One in a directory the project's own `.gitignore` ignores is hidden by the user's choice.
     assert_eq!(std::fs::read_to_string(work.join("target/.gitignore")).unwrap(), "*\n", "{said}");
-    assert!(!said.contains("target/.gitignore,") && !said.contains(".pytest_cache"), "{said}");
+    let ignored = format!("made {},", work.join("target/.gitignore").display());
+    assert!(!said.contains(&ignored) && !said.contains(".pytest_cache"), "{said}");
     let pytest = std::fs::read_to_string(work.join(".pytest_cache/.gitignore")).unwrap();
     assert_eq!(pytest, "# Created by pytest automatically.\n*\n");
     let kept = std::fs::read_to_string(work.join("tests/.gitignore")).unwrap();

@@ -77,8 +77,11 @@ pub struct WriteAccess {
     pub version_files: Vec<PathBuf>,
     /// The other names the user's mise reads the version file by ([`mise_renamed_files`]).
     pub renamed_version_files: Vec<String>,
-    /// The `.gitignore` files below the workspace and its worktrees at launch ([`ignore_scopes`]).
+    /// The `.gitignore` files below the workspace and its worktrees at launch ([`ignore_scopes`]),
+    /// and the directories skipped by name that the project's own ignore rules surely ignored,
+    /// not looked through for them ([`SkippedLookedAt`]).
     pub ignore_files: Vec<PathBuf>,
+    pub ignored_skipped: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -383,11 +386,15 @@ pub fn write_access(
     // And every `.gitignore` there, in the same walk: one the agent makes is looked at at the
     // exit ([`ignore_scopes`]).
     let versions = version_scopes(&worked_in, &access.renamed_version_files);
-    let mut walked = trusted_files_of_sets(&[&access.trusted, &versions, &ignore_scopes(&worked_in)], None).into_iter();
+    let mut skipped = SkippedLookedAt { set: 2, since: None, ignored_at_launch: &[], ignored: Vec::new() };
+    let sets = [&access.trusted[..], &versions, &ignore_scopes(&worked_in)];
+    let mut walked = trusted_files_of_sets(&sets, Some(&mut skipped)).into_iter();
     let ((trusted_files, mut cut_short), (version_files, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
-    access.ignore_files = walked.next().unwrap_or_default().0;
+    let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
+    (access.ignore_files, access.ignored_skipped) = (ignore_files, skipped.ignored);
     cut_short.extend(versions_cut_short);
+    cut_short.extend(ignores_cut_short);
     cut_short.sort();
     cut_short.dedup();
     (access.trusted_files, access.trusted_cut_short, access.version_files) = (trusted_files, cut_short, version_files);
@@ -1206,15 +1213,18 @@ pub type TrustedFound = (Vec<PathBuf>, Vec<PathBuf>);
 /// large tree, not two): for each set, the files its names found and its scopes the budget cut
 /// short.
 ///
-/// `changed`, at the exit: the moment of the launch and one set whose names are also looked for
-/// in the directories the walk does not enter (but `.git` and `node_modules`) that changed since
-/// then, whole, each found there counted when it changed since then too. A `.gitignore` of `*`
-/// in a new `tests/target/` or `.cache/` hid a `conftest.py` or a `*.test.js` beside it from
-/// `git status`, and `pytest` and `node --test` enter those names (the forty-seventh re-attack's
-/// G1): a project that does not ignore them itself shows what is made there. One the project's
-/// own `.gitignore` files surely ignore is not looked through ([`super::git::surely_ignored`]):
-/// what is made there is hidden by the user's choice, and a new `.venv` or `target` is large.
-pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<&SkippedLookedAt>) -> Vec<TrustedFound> {
+/// `skipped`: one set whose names are also looked for, whole, in the directories the walk skips
+/// by name (but `.git`), those the project's own `.gitignore` files do not surely ignore
+/// ([`super::git::surely_ignored`]): git lists what is made there, so a `.gitignore` of `*` made
+/// in `tests/target/` or `.cache/` hid a `conftest.py` or a `*.test.js` beside it from `git
+/// status`, and `pytest` and `node --test` enter those names (the forty-seventh re-attack's G1,
+/// the forty-eighth's G2, the forty-ninth's M1 and K1: a level below a tracked one, one carried in
+/// by a renamed directory, a nested `node_modules`). What the project ignores is hidden by the
+/// user's choice, and its `target`, `.venv` and `node_modules` are large.
+pub fn trusted_files_of_sets(
+    sets: &[&[(PathBuf, Names)]],
+    mut skipped_dirs: Option<&mut SkippedLookedAt>,
+) -> Vec<TrustedFound> {
     // Each name wanted in a directory, with the sets that want it (a bit a set).
     type Wanted<'a> = Vec<(&'a str, u64)>;
     // Each path found, with the sets whose names found it.
@@ -1241,11 +1251,12 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<&Skip
             let name = entry.file_name();
             !NOT_ENTERED_IN_TRUSTED_WALKS.iter().chain(skipped).any(|skip| name == *skip)
         };
-        // The directories not entered that changed in the session, for `changed`'s set.
-        let changed_set = changed
-            .filter(|changed| names.iter().any(|(_, bits)| bits & (1 << changed.set) != 0))
-            .map(|changed| (changed.since, changed.set, changed.tracked));
-        let changed_skipped = std::cell::RefCell::new(Vec::new());
+        // The directories not entered by name, for `skipped`'s set.
+        let skipped_set = skipped_dirs
+            .as_ref()
+            .map(|skipped| skipped.set)
+            .filter(|set| names.iter().any(|(_, bits)| bits & (1 << set) != 0));
+        let not_entered = std::cell::RefCell::new(Vec::new());
         // A path (`.venv/bin/activate`) is looked for below each directory, without entering
         // what it goes through (a `.venv` holds thousands of files).
         let (paths, names): (Wanted, Wanted) = names.into_iter().partition(|(name, _)| name.contains('/'));
@@ -1292,14 +1303,8 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<&Skip
             if kind.is_dir() && !paths.is_empty() {
                 below(&entry.path(), found);
             }
-            if kind.is_dir()
-                && let Some((since, _, tracked)) = changed_set
-                && !entered(entry)
-                && name != ".git"
-                && (changed_since(&entry.path(), since) || tracked.contains(&entry.path()))
-                && !super::git::surely_ignored(scope, &entry.path(), since)
-            {
-                changed_skipped.borrow_mut().push(entry.path());
+            if kind.is_dir() && skipped_set.is_some() && !entered(entry) && name != ".git" {
+                not_entered.borrow_mut().push(entry.path());
             }
             if kind.is_symlink()
                 && let Ok(target) = std::fs::canonicalize(entry.path())
@@ -1334,25 +1339,38 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<&Skip
             let bits = paths.iter().chain(&names).fold(0, |all, (_, bits)| all | bits);
             cut_short.push((scope.clone(), bits));
         }
-        if let Some((since, set, _)) = changed_set {
+        if let (Some(set), Some(skipped)) = (skipped_set, skipped_dirs.as_deref_mut()) {
+            let since = skipped.since.unwrap_or(i128::MAX);
+            let (mut looked, mut changed_only) = (Vec::new(), Vec::new());
+            for dir in not_entered.into_inner() {
+                if super::git::surely_ignored(scope, &dir, since) {
+                    skipped.ignored.push(dir);
+                } else if skipped.ignored_at_launch.contains(&dir) {
+                    changed_only.push(dir);
+                } else {
+                    looked.push(dir);
+                }
+            }
             let wanted: Vec<&str> =
                 names.iter().filter(|(_, bits)| bits & (1 << set) != 0).map(|(name, _)| *name).collect();
-            let changed_skipped = changed_skipped.into_inner();
-            let whole = changed_skipped.is_empty()
-                || walk_entering(
-                    changed_skipped,
-                    TRUSTED_WALK_BUDGET,
-                    |entry| entry.file_name() != ".git" && entry.file_name() != "node_modules",
-                    |entry, _| {
-                        let name = entry.file_name();
-                        let name = name.to_string_lossy();
-                        if wanted.iter().any(|wanted| name_matches(&name, wanted))
-                            && changed_since(&entry.path(), since)
-                        {
-                            found.push((entry.path(), 1 << set));
-                        }
-                    },
-                );
+            let mut whole = true;
+            for (dirs, only_changed) in [(looked, false), (changed_only, true)] {
+                whole &= dirs.is_empty()
+                    || walk_entering(
+                        dirs,
+                        TRUSTED_WALK_BUDGET,
+                        |entry| entry.file_name() != ".git",
+                        |entry, _| {
+                            let name = entry.file_name();
+                            let name = name.to_string_lossy();
+                            if wanted.iter().any(|wanted| name_matches(&name, wanted))
+                                && (!only_changed || changed_since(&entry.path(), since))
+                            {
+                                found.push((entry.path(), 1 << set));
+                            }
+                        },
+                    );
+            }
             if !whole {
                 cut_short.push((scope.clone(), 1 << set));
             }
@@ -1368,24 +1386,20 @@ pub fn trusted_files_of_sets(sets: &[&[(PathBuf, Names)]], changed: Option<&Skip
     (0..sets.len().min(64)).map(|set| (of_set(&found, set), of_set(&cut_short, set))).collect()
 }
 
-/// Whether the walks for the trusted, version and ignore files below a root skip a directory of
-/// this name (in a tree without gdb's scripts).
-pub fn skipped_in_walks(name: &[u8]) -> bool {
-    NOT_ENTERED_IN_TRUSTED_WALKS.iter().chain(&["target", ".venv"]).any(|skip| name == skip.as_bytes())
-}
-
-/// At the exit, where the `.gitignore` files are also looked for in the directories the walks
-/// skip ([`trusted_files_of_sets`]).
+/// Where one set's names (the `.gitignore` files) are also looked for in the directories the
+/// walks skip by name ([`trusted_files_of_sets`]), at launch and at the exit alike.
 pub struct SkippedLookedAt<'a> {
-    /// The moment of the launch, as file times read it: a directory that changed since then is
-    /// looked through, and a `.gitignore` there that changed since then is counted.
-    pub since: i128,
     /// The set of names looked for there.
     pub set: usize,
-    /// The directories skipped by name that hold tracked files: looked through whatever their
-    /// time (git lists each new file there, so a `.gitignore` made a level below hid them: the
-    /// forty-eighth re-attack's G2).
-    pub tracked: &'a std::collections::HashSet<PathBuf>,
+    /// At the exit, the moment of the launch, as file times read it: an ignore file changed
+    /// since then is not taken at its word ([`super::git::surely_ignored`]). At launch, none.
+    pub since: Option<i128>,
+    /// At the exit, those found surely ignored at launch: one looked through now (its ignore
+    /// rules changed) has a file counted only when the file changed since the launch, since what
+    /// was there at launch was not looked at.
+    pub ignored_at_launch: &'a [PathBuf],
+    /// Out: those found surely ignored, not looked through.
+    pub ignored: Vec<PathBuf>,
 }
 
 /// Whether `path`'s status last changed at `since` (nanoseconds) or after.

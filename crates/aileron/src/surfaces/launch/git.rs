@@ -530,18 +530,34 @@ pub fn info_attributes(git_dir: &Path) -> PathBuf {
 /// NUL and patterns holding a `/` (`[!/]*`) that git read as hiding it and a simpler reading did
 /// not. A new one that does hides itself, and what it lists, from `git status`.
 pub fn hides_a_gitignore(line: &str) -> bool {
+    let line = line.strip_prefix('\u{feff}').unwrap_or(line).as_bytes();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     ignore_pattern(line).is_some_and(|(pattern, negated, dir_only)| {
-        !negated && !dir_only && pattern_matches(pattern, b".gitignore", b".gitignore")
+        // With `core.ignorecase` (a repository on a case-insensitive file system) git folds case
+        // (the forty-ninth re-attack's C1: `.GitIgnore`): a pattern that matches either way.
+        let folded = pattern.to_ascii_lowercase();
+        !negated
+            && !dir_only
+            && (pattern_matches(pattern, b".gitignore", b".gitignore")
+                || pattern_matches(&folded, b".gitignore", b".gitignore"))
     })
 }
 
-/// A line of an ignore file as git reads it (`add_patterns_from_buffer`, `parse_path_pattern`):
-/// its pattern, whether it is a `!` negation and whether it names directories only (`…/`, the
-/// slash dropped); `None` for a blank line or a comment.
-fn ignore_pattern(line: &str) -> Option<(&[u8], bool, bool)> {
-    let line = line.strip_prefix('\u{feff}').unwrap_or(line).as_bytes();
-    let line = line.split(|&byte| byte == 0).next().unwrap_or_default();
-    let mut pattern = line.strip_suffix(b"\r").unwrap_or(line);
+/// An ignore file's lines as git splits them (`add_patterns_from_buffer`): a byte-order mark
+/// dropped at the file's start only, each line up to its `\n` with one `\r` before it dropped,
+/// the bytes as they are (the forty-ninth re-attack's B1: a mark on a later line, `\r\r\n` and
+/// bytes that are not UTF-8 were read otherwise).
+fn ignore_file_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    bytes.split(|&byte| byte == b'\n').map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// A line of an ignore file as git reads it (`parse_path_pattern`), its line end already
+/// dropped: cut at a NUL, trailing blanks trimmed unless escaped; its pattern, whether it is a
+/// `!` negation and whether it names directories only (`…/`, the slash dropped); `None` for a
+/// blank line or a comment.
+fn ignore_pattern(line: &[u8]) -> Option<(&[u8], bool, bool)> {
+    let mut pattern = line.split(|&byte| byte == 0).next().unwrap_or_default();
     // Trailing blanks go, an escaped one (`\ `) stays.
     while let Some(rest) = pattern.strip_suffix(b" ") {
         if rest.ends_with(b"\\") && rest.iter().rev().take_while(|&&byte| byte == b'\\').count() % 2 == 1 {
@@ -606,6 +622,16 @@ pub fn surely_ignored(root: &Path, dir: &Path, since: i128) -> bool {
     let Ok(below) = dir.strip_prefix(root) else { return false };
     let components: Vec<&std::ffi::OsStr> = below.iter().collect();
     let parts: Vec<&[u8]> = components.iter().map(|part| part.as_bytes()).collect();
+    // Another repository on the way (a linked worktree, a submodule, a nested clone) has ignore
+    // rules of its own, which the outer ones do not reach (the forty-ninth re-attack's G3: an
+    // outer `.worktrees/` kept a worktree's own self-hiding `.gitignore` from being looked at).
+    let mut on_the_way = root.to_path_buf();
+    for part in &components {
+        on_the_way.push(part);
+        if std::fs::symlink_metadata(on_the_way.join(".git")).is_ok() {
+            return false;
+        }
+    }
     // The ignore file of each directory from `root` to `dir`'s parent, and the directories below it.
     for base in 0..parts.len() {
         let file = components[..base].iter().fold(root.to_path_buf(), |path, part| path.join(part)).join(".gitignore");
@@ -619,8 +645,7 @@ pub fn surely_ignored(root: &Path, dir: &Path, since: i128) -> bool {
         if changed || bytes.len() as u64 > MAX_IGNORE_FILE_BYTES {
             return false;
         }
-        let text = String::from_utf8_lossy(&bytes);
-        let patterns: Vec<(&[u8], bool, bool)> = text.lines().filter_map(ignore_pattern).collect();
+        let patterns: Vec<(&[u8], bool, bool)> = ignore_file_lines(&bytes).filter_map(ignore_pattern).collect();
         if patterns.iter().any(|(_, negated, _)| *negated) {
             return false;
         }
@@ -1518,6 +1543,10 @@ mod tests {
             ".gitignore  ",
             "\\.gitignore",
             "[[:alpha:].]gitignore",
+            // Folding case, as git does with `core.ignorecase` (the forty-ninth re-attack's C1).
+            ".GitIgnore",
+            "*.GITIGNORE",
+            ".GIT*",
         ] {
             assert!(hides_a_gitignore(hides), "{hides:?}");
         }
@@ -1580,6 +1609,32 @@ mod tests {
             }
             std::fs::remove_file(&file).unwrap();
         }
+        // Read as git reads the file's bytes (the forty-ninth re-attack's B1): a byte-order mark
+        // only at its start, one `\r` before a line's end, bytes that are not UTF-8 kept.
+        for (lines, ignored) in [
+            (&b"\xef\xbb\xbf.venv\n"[..], true),
+            (b"# notes\n\xef\xbb\xbf.venv\n", false),
+            (b".venv\r\r\n", false),
+            (b".venv\r\n", true),
+            (b"\xff\xfe\n.venv\n", true),
+            (b"\xff.venv\n", false),
+        ] {
+            std::fs::write(repo.join(".gitignore"), lines).unwrap();
+            let surely = surely_ignored(repo, &repo.join(".venv"), launched);
+            assert_eq!(surely, ignored, "{lines:?}");
+            assert_eq!(git(&["check-ignore", "-q", ".venv/"]).unwrap().status.success(), ignored, "{lines:?}");
+        }
+        // Another repository on the way (a linked worktree, a submodule, a nested clone) has its
+        // own rules, which the outer ones do not reach (the forty-ninth re-attack's G3).
+        std::fs::write(repo.join(".gitignore"), "target/\nlib/\n").unwrap();
+        assert!(surely_ignored(repo, &repo.join("lib/target"), launched));
+        std::fs::write(repo.join("lib/.git"), "gitdir: ../.git/worktrees/lib\n").unwrap();
+        assert!(!surely_ignored(repo, &repo.join("lib/target"), launched));
+        assert!(!surely_ignored(repo, &repo.join("lib/target/deep"), launched));
+        assert!(!surely_ignored(repo, &repo.join("lib"), launched), "a repository's top itself");
+        assert!(surely_ignored(repo, &repo.join("target"), launched));
+        std::fs::remove_file(repo.join("lib/.git")).unwrap();
+
         // A `.gitignore` changed since the launch is not taken at its word.
         std::fs::write(repo.join(".gitignore"), "target/\n").unwrap();
         assert!(surely_ignored(repo, &repo.join("target"), launched));
@@ -1660,7 +1715,10 @@ mod tests {
         let mut disagree = Vec::new();
         for pattern in &patterns {
             std::fs::write(repo.join("t/.gitignore"), format!("{pattern}\n")).unwrap();
-            let ignored = git(&["check-ignore", "-q", "t/.gitignore"]).unwrap().status.code() == Some(0);
+            // As git reads it, and as git reads it folding case (`core.ignorecase`).
+            let ignored = git(&["check-ignore", "-q", "t/.gitignore"]).unwrap().status.code() == Some(0)
+                || git(&["-c", "core.ignorecase=true", "check-ignore", "-q", "t/.gitignore"]).unwrap().status.code()
+                    == Some(0);
             let line = pattern.lines().next().unwrap_or_default();
             if hides_a_gitignore(line) != ignored {
                 disagree.push(format!("{pattern:?}: git {ignored}"));

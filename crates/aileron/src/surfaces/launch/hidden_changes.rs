@@ -44,9 +44,6 @@ pub struct IndexSnapshot {
     history: Option<PathBuf>,
     /// The `rr-cache` directories there at launch ([`IndexSnapshot::replayed_state`]).
     rr_caches: Vec<PathBuf>,
-    /// The directories the walks skip by name ([`allow_list::skipped_in_walks`]) that held
-    /// tracked files at launch, the outermost of each path.
-    tracked_skipped: HashSet<PathBuf>,
 }
 
 struct Recorded {
@@ -193,7 +190,7 @@ fn ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec
             && !name.contains(&0)
             && name.split(|&byte| byte == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..");
     if !is_ref_name {
-        return (b"(not a ref name)".to_vec(), None);
+        return other_ref_value(common, git_dir, name);
     }
     let own =
         root_ref || [&b"refs/worktree/"[..], b"refs/bisect/", b"refs/rewritten/"].iter().any(|at| name.starts_with(at));
@@ -231,6 +228,48 @@ fn ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec
         Ok(None) => (b"(none)".to_vec(), None),
         Err(why) => (why.into_bytes(), None),
     }
+}
+
+/// The value of a name git resolves that is neither under `refs/` nor a root ref (`pin`,
+/// `main-worktree/<ref>`, `worktrees/<name>/<ref>`: git follows a symbolic replace ref to each,
+/// the forty-ninth re-attack's S2): every place it could be read from, side by side, so that a
+/// change in any is a change; with it, where the first loose one points.
+fn other_ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let safe = !name.is_empty()
+        && !name.contains(&0)
+        && name.split(|&byte| byte == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..");
+    if !safe {
+        return (b"(not a ref name)".to_vec(), None);
+    }
+    let (mut value, mut next) = (Vec::new(), None);
+    for dir in [common, git_dir] {
+        match git::read_capped(&dir.join(std::ffi::OsStr::from_bytes(name)), true, MAX_LOOSE_REF_BYTES) {
+            Ok(read) => {
+                let read = read.trim_ascii_end();
+                if next.is_none() {
+                    next = read.strip_prefix(b"ref: ").map(<[u8]>::to_vec);
+                }
+                value.extend_from_slice(read);
+            }
+            Err(error) => value.extend_from_slice(error.to_string().as_bytes()),
+        }
+        value.push(b';');
+    }
+    match reftable::value_of(&common.join("reftable"), name) {
+        Ok(read) => value.extend_from_slice(&read.unwrap_or_default()),
+        Err(why) => value.extend_from_slice(why.as_bytes()),
+    }
+    if let Some(rest) = name.strip_prefix(b"main-worktree/") {
+        value.extend_from_slice(&ref_value(common, common, rest).0);
+    }
+    if let Some(rest) = name.strip_prefix(b"worktrees/")
+        && let Some(slash) = rest.iter().position(|&byte| byte == b'/')
+    {
+        let worktree = common.join("worktrees").join(std::ffi::OsStr::from_bytes(&rest[..slash]));
+        value.extend_from_slice(&ref_value(common, &worktree, &rest[slash + 1..]).0);
+    }
+    (value, next)
 }
 
 /// The most of a loose ref read (an object name or `ref: <name>`), and how many entries of
@@ -329,11 +368,6 @@ impl IndexSnapshot {
         self.launched
     }
 
-    /// The directories the walks skip by name that held tracked files at launch.
-    pub fn tracked_skipped(&self) -> &HashSet<PathBuf> {
-        &self.tracked_skipped
-    }
-
     /// The entries of each `(git directory, worktree)`'s indexes now, and which of `protected`
     /// (the session's read-only binds) lie in its worktree.
     pub fn take(worktrees: &[(PathBuf, PathBuf)], protected: &[PathBuf]) -> IndexSnapshot {
@@ -344,7 +378,6 @@ impl IndexSnapshot {
             trusted: Vec::new(),
             history: None,
             rr_caches: Vec::new(),
-            tracked_skipped: HashSet::new(),
         };
         snapshot.rr_caches = worktrees
             .iter()
@@ -360,30 +393,13 @@ impl IndexSnapshot {
                 .cloned()
                 .collect();
             let (mut entries, mut protected_entries) = (HashSet::new(), HashMap::new());
-            let mut tracked_skipped: HashSet<Vec<u8>> = HashSet::new();
             read_named(git_dir, git::hash_len(git_dir), &mut budget, |entry| {
                 entries.insert(snapshot.key(entry));
-                let mut parts = entry.name.split(|&byte| byte == b'/');
-                parts.next_back();
-                let mut end = 0;
-                for part in parts {
-                    end += part.len();
-                    if allow_list::skipped_in_walks(part) {
-                        if !tracked_skipped.contains(&entry.name[..end]) {
-                            tracked_skipped.insert(entry.name[..end].to_vec());
-                        }
-                        break;
-                    }
-                    end += 1;
-                }
                 let path = worktree.join(std::ffi::OsStr::from_bytes(entry.name));
                 if protected.iter().any(|bound| path.starts_with(bound)) {
                     protected_entries.insert(entry.name.to_vec(), entry.object_name().to_vec());
                 }
             });
-            snapshot
-                .tracked_skipped
-                .extend(tracked_skipped.into_iter().map(|dir| worktree.join(std::ffi::OsStr::from_bytes(&dir))));
             snapshot.worktrees.push(Recorded {
                 git_dir: git_dir.clone(),
                 worktree: worktree.clone(),
@@ -1509,6 +1525,15 @@ mod tests {
                 assert_eq!(shown().trim(), "b", "git follows it");
                 let snapshot = IndexSnapshot::take(&worktrees, &[]);
                 std::fs::write(repo.join(".git/ORIG_HEAD"), format!("{c}\n")).unwrap();
+                assert_eq!(shown().trim(), "c");
+                assert_eq!(snapshot.hidden().replacements, vec![repo.join(place)]);
+                // And at a name git resolves in its directory (the forty-ninth re-attack's S2).
+                std::fs::write(&replace_ref, "ref: pin\n").unwrap();
+                std::fs::write(repo.join(".git/pin"), format!("{b}\n")).unwrap();
+                assert_eq!(shown().trim(), "b", "git follows it");
+                let snapshot = IndexSnapshot::take(&worktrees, &[]);
+                assert_eq!(snapshot.hidden(), Hidden::default());
+                std::fs::write(repo.join(".git/pin"), format!("{c}\n")).unwrap();
                 assert_eq!(shown().trim(), "c");
                 assert_eq!(snapshot.hidden().replacements, vec![repo.join(place)]);
                 std::fs::write(&replace_ref, "ref: refs/heads/via\n").unwrap();

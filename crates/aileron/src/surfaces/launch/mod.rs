@@ -948,7 +948,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // Where the user's tools run a project's own files, and those there at launch (G3).
     let (mut trusted_scopes, mut trusted_at_launch, mut cut_short_at_launch) = (Vec::new(), Vec::new(), Vec::new());
     let mut version_files_at_launch: Vec<PathBuf> = Vec::new();
-    let mut ignore_files_at_launch: Vec<PathBuf> = Vec::new();
+    let (mut ignore_files_at_launch, mut ignored_skipped_at_launch): (Vec<PathBuf>, Vec<PathBuf>) =
+        (Vec::new(), Vec::new());
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
@@ -1006,6 +1007,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         cut_short_at_launch.clone_from(&access.trusted_cut_short);
         version_files_at_launch.clone_from(&access.version_files);
         ignore_files_at_launch.clone_from(&access.ignore_files);
+        ignored_skipped_at_launch.clone_from(&access.ignored_skipped);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -1380,14 +1382,15 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     // And compiled Python (Q9).
     let python_scopes = allow_list::compiled_python_scopes(&workspace_dirs);
     let sets = [&trusted_scopes, &tool_version_scopes, &ignore_scopes, &python_scopes].map(Vec::as_slice);
-    // The `.gitignore` files (the third set) are looked for in the directories the walk does not
-    // enter too, those changed in the session or holding tracked files.
-    let skipped = allow_list::SkippedLookedAt {
-        since: indexes_at_launch.launched(),
+    // The `.gitignore` files (the third set) are looked for in the directories the walk skips by
+    // name too, as at launch.
+    let mut skipped = allow_list::SkippedLookedAt {
         set: 2,
-        tracked: indexes_at_launch.tracked_skipped(),
+        since: Some(indexes_at_launch.launched()),
+        ignored_at_launch: &ignored_skipped_at_launch,
+        ignored: Vec::new(),
     };
-    let mut walked = allow_list::trusted_files_of_sets(&sets, Some(&skipped)).into_iter();
+    let mut walked = allow_list::trusted_files_of_sets(&sets, Some(&mut skipped)).into_iter();
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
