@@ -6023,6 +6023,9 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     std::fs::write(work.join("action/node_modules/greet/index.js"), "module.exports = 1;\n").unwrap();
     std::fs::create_dir_all(work.join("cachedir")).unwrap();
     std::fs::write(work.join("cachedir/.gitignore"), "*\n").unwrap();
+    // An uncommitted `.gitignore` the user has (the fiftieth re-attack's E1).
+    std::fs::create_dir_all(work.join("web")).unwrap();
+    std::fs::write(work.join("web/.gitignore"), "dist/\n").unwrap();
     let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
     assert!(git(&["add", "spec", "action"]));
     assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "spec"]));
@@ -6037,6 +6040,8 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
                   mkdir -p moved && mv cachedir moved/target && echo 'import os' > moved/target/conftest.py\n\
                   mkdir -p action/node_modules/greet/node_modules/leftpad\n\
                   printf '*\\n' > action/node_modules/greet/node_modules/.gitignore\n\
+                  printf '*\\n' >> web/.gitignore\n\
+                  mkdir -p helpers/target/.git && echo x > helpers/target/.git/cache.test.js\n\
                   printf '# Created by pytest automatically.\\n*\\n' > .pytest_cache/.gitignore\n";
     claude_runs(&rig, script);
     let status = || {
@@ -6067,6 +6072,14 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
         assert!(said.contains(&warned), "{made}: {said}");
     }
     assert!(status().contains("?? lib/") && status().contains("?? .cache/"), "{}", status());
+    // A line added to the user's own that hides it (E1): taken out, the user's line kept.
+    let web = work.join("web/.gitignore");
+    assert!(said.contains(&format!("added to {} patterns that hide it", web.display())), "{said}");
+    let kept = std::fs::read_to_string(&web).unwrap();
+    assert_eq!(kept, "dist/\n# aileron: written while an agent ran, taken out: *\n");
+    // A `.git` made where the walks skip by name: git lists nothing below it (D2).
+    let git_dir = work.join("helpers/target/.git");
+    assert!(said.contains(&format!("made {}: git shows nothing below a `.git`", git_dir.display())), "{said}");
     assert_eq!(
         std::fs::read_to_string(work.join(".venv/.gitignore")).unwrap(),
         "*\n",

@@ -82,6 +82,8 @@ pub struct WriteAccess {
     /// not looked through for them ([`SkippedLookedAt`]).
     pub ignore_files: Vec<PathBuf>,
     pub ignored_skipped: Vec<PathBuf>,
+    /// The `.git` entries in those directories of skipped names it looked through.
+    pub skipped_git_entries: Vec<PathBuf>,
 }
 
 impl WriteAccess {
@@ -386,13 +388,15 @@ pub fn write_access(
     // And every `.gitignore` there, in the same walk: one the agent makes is looked at at the
     // exit ([`ignore_scopes`]).
     let versions = version_scopes(&worked_in, &access.renamed_version_files);
-    let mut skipped = SkippedLookedAt { set: 2, since: None, ignored_at_launch: &[], ignored: Vec::new() };
+    let mut skipped =
+        SkippedLookedAt { set: 2, since: None, ignored_at_launch: &[], ignored: Vec::new(), git_entries: Vec::new() };
     let sets = [&access.trusted[..], &versions, &ignore_scopes(&worked_in)];
     let mut walked = trusted_files_of_sets(&sets, Some(&mut skipped)).into_iter();
     let ((trusted_files, mut cut_short), (version_files, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
-    (access.ignore_files, access.ignored_skipped) = (ignore_files, skipped.ignored);
+    (access.ignore_files, access.ignored_skipped, access.skipped_git_entries) =
+        (ignore_files, skipped.ignored, skipped.git_entries);
     cut_short.extend(versions_cut_short);
     cut_short.extend(ignores_cut_short);
     cut_short.sort();
@@ -403,10 +407,10 @@ pub fn write_access(
     for scope in &access.trusted_cut_short {
         access.notes.push(format!(
             "{} holds more than {TRUSTED_WALK_BUDGET} entries, so not all of it is looked through for the files your \
-             tools run by themselves (`.gdbinit`, `.exrc`, `.envrc`, mise's configs): one the agent makes past what \
-             is looked at would not be found at the end\nhint: launch in the part of it you work on, or look with \
-             `find {} \\( -name '.gdbinit' -o -name '.exrc' -o -name '.envrc' -o -name '*mise*.toml' \\) -newer \
-             {}` after the session",
+             tools run by themselves (`.gdbinit`, `.exrc`, `.envrc`, mise's configs) or a `.gitignore` that hides \
+             itself: one the agent makes past what is looked at would not be found at the end\nhint: launch in the \
+             part of it you work on, or look with `find {} \\( -name '.gdbinit' -o -name '.exrc' -o -name '.envrc' \
+             -o -name '*mise*.toml' -o -name .gitignore \\) -newer {}` after the session",
             super::shown(scope),
             super::shown(scope),
             super::shown(scope)
@@ -1362,6 +1366,9 @@ pub fn trusted_files_of_sets(
                         |entry| entry.file_name() != ".git",
                         |entry, _| {
                             let name = entry.file_name();
+                            if name == ".git" && (!only_changed || changed_since(&entry.path(), since)) {
+                                skipped.git_entries.push(entry.path());
+                            }
                             let name = name.to_string_lossy();
                             if wanted.iter().any(|wanted| name_matches(&name, wanted))
                                 && (!only_changed || changed_since(&entry.path(), since))
@@ -1400,6 +1407,11 @@ pub struct SkippedLookedAt<'a> {
     pub ignored_at_launch: &'a [PathBuf],
     /// Out: those found surely ignored, not looked through.
     pub ignored: Vec<PathBuf>,
+    /// Out: the `.git` entries met in those looked through. Git lists nothing below any `.git`,
+    /// so a file the agent put in a new `target/.git/` hid from `git status` with no ignore
+    /// rule, and `node --test` ran it (the fiftieth re-attack's D2); the walk for the
+    /// repositories the agent made does not enter those names.
+    pub git_entries: Vec<PathBuf>,
 }
 
 /// Whether `path`'s status last changed at `since` (nanoseconds) or after.

@@ -950,6 +950,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut version_files_at_launch: Vec<PathBuf> = Vec::new();
     let (mut ignore_files_at_launch, mut ignored_skipped_at_launch): (Vec<PathBuf>, Vec<PathBuf>) =
         (Vec::new(), Vec::new());
+    let mut git_entries_at_launch: Vec<PathBuf> = Vec::new();
     // What was protected at launch: the git directories there (pinned), the read-only binds.
     let (mut existing_git_dirs, mut bound_read_only, mut worktrees) = (Vec::new(), Vec::new(), Vec::new());
     let (mut watched, mut kept_links) = (Vec::new(), Vec::new());
@@ -1008,6 +1009,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         version_files_at_launch.clone_from(&access.version_files);
         ignore_files_at_launch.clone_from(&access.ignore_files);
         ignored_skipped_at_launch.clone_from(&access.ignored_skipped);
+        git_entries_at_launch.clone_from(&access.skipped_git_entries);
         bound_read_only.clone_from(&access.read_only);
         let (stores, kept) = network::hidden_stores(agent, &env, &options.expose)?;
         hidden = stores.iter().map(|path| path.display().to_string()).collect();
@@ -1308,6 +1310,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             (file, lines)
         })
         .collect();
+    // And the lines of each `.gitignore` there that hide it (the user's own stay: the fiftieth
+    // re-attack's E1 added `*` to an uncommitted one the user had).
+    let self_hiding_at_launch: HashMap<PathBuf, Vec<String>> = ignore_files_at_launch
+        .iter()
+        .map(|file| (file.clone(), planted::lines_that_run(file, git::hides_a_gitignore)))
+        .collect();
     // Every `.tool-versions` below the workspace (mise and asdf read the one of the directory the
     // user is in and those above it: the thirty-fifth re-attack's G7).
     let tool_version_scopes = allow_list::version_scopes(&workspace_dirs, &renamed_version_files);
@@ -1389,11 +1397,25 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         since: Some(indexes_at_launch.launched()),
         ignored_at_launch: &ignored_skipped_at_launch,
         ignored: Vec::new(),
+        git_entries: Vec::new(),
     };
     let mut walked = allow_list::trusted_files_of_sets(&sets, Some(&mut skipped)).into_iter();
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
+    // A `.git` made in a directory of a skipped name: git shows nothing below it (D2).
+    let made_git_entries: Vec<&PathBuf> =
+        skipped.git_entries.iter().filter(|entry| !git_entries_at_launch.contains(entry)).collect();
+    for entry in made_git_entries.iter().take(MAX_WARNINGS_EACH) {
+        log_line!(
+            "aileron: warning: {} made {}: git shows nothing below a `.git`, so what is there (a test file, a \
+             module) is hidden from `git status`\nhint: look at it (`ls -la {}`) and remove it unless it is a \
+             repository you asked for",
+            agent.name(),
+            shown(entry),
+            shown(entry)
+        );
+    }
     // (One in a directory the project's own `.gitignore` files ignore hides nothing the user's
     // choice did not: `.pytest_cache/.gitignore`, which `pytest` writes, where the project ignores
     // `.pytest_cache/`.)
@@ -1402,10 +1424,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         let dir = file.parent().unwrap_or(file);
         workspace_dirs.iter().any(|root| git::surely_ignored(root, dir, launched))
     };
-    let made_ignore_files: Vec<PathBuf> = ignore_files
+    let (old_ignore_files, made_ignore_files): (Vec<PathBuf>, Vec<PathBuf>) = ignore_files
         .into_iter()
-        .filter(|file| !ignore_files_at_launch.contains(file) && !ignored_by_the_project(file))
-        .collect();
+        .filter(|file| !ignored_by_the_project(file))
+        .partition(|file| ignore_files_at_launch.contains(file));
     // Compiled Python written in the session: Python runs a forged one in place of its source
     // (the forty-fourth re-attack's Q9). Those in `__pycache__` removed (compiled again at the
     // next import), one with no source moved aside.
@@ -1490,6 +1512,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         (
             planted::AddedLines::SelfHidingIgnore,
             made_ignore_files.iter().map(|file| (file.clone(), Vec::new())).collect(),
+        ),
+        (
+            planted::AddedLines::SelfHidingLines,
+            old_ignore_files.iter().map(|file| (file.clone(), known(&self_hiding_at_launch, file))).collect(),
         ),
         (
             planted::AddedLines::LocalTools,

@@ -386,6 +386,9 @@ pub enum AddedLines {
     Attributes,
     /// A `.gitignore` the agent made that hides itself, and with it what it lists.
     SelfHidingIgnore,
+    /// Lines the agent added to a `.gitignore` the user had that hide it (the fiftieth
+    /// re-attack's E1: `*` added to an uncommitted one hid it and a new test beside it).
+    SelfHidingLines,
     /// A version file that runs a tool from a directory of the project (F12, `package.json`'s
     /// strings among them).
     LocalTools,
@@ -400,6 +403,7 @@ impl AddedLines {
             AddedLines::IgnorePatterns => ("info-exclude", super::git::is_a_pattern),
             AddedLines::Attributes => ("info-attributes", super::git::is_a_pattern),
             AddedLines::SelfHidingIgnore => ("gitignore", super::git::hides_a_gitignore),
+            AddedLines::SelfHidingLines => ("gitignore-lines", super::git::hides_a_gitignore),
             AddedLines::LocalTools => {
                 return take_out_local_tools(file, known, quarantine, &format!("{n}-tool-versions"));
             }
@@ -429,6 +433,11 @@ impl AddedLines {
                 "{agent} made {file}, whose patterns hide it from `git status` ({lines}), and with it what it lists: \
                  taken out, left as comments, so it shows; {kept}\nhint: look at what it lists before you run what \
                  is there (`git status --ignored`)"
+            ),
+            AddedLines::SelfHidingLines => format!(
+                "{agent} added to {file} patterns that hide it from `git status` ({lines}), and with it what it \
+                 lists: taken out, left as comments, so it shows; {kept}\nhint: look at what it lists before you run \
+                 what is there (`git status --ignored`)"
             ),
             AddedLines::LocalTools if is_package_json(&taken.file) => format!(
                 "{agent} wrote into {file} a tool to run from a directory of the project ({lines}): mise would run \
