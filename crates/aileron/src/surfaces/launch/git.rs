@@ -534,12 +534,11 @@ pub fn hides_a_gitignore(line: &str) -> bool {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     ignore_pattern(line).is_some_and(|(pattern, negated, dir_only)| {
         // With `core.ignorecase` (a repository on a case-insensitive file system) git folds case
-        // (the forty-ninth re-attack's C1: `.GitIgnore`): a pattern that matches either way.
-        let folded = pattern.to_ascii_lowercase();
+        // as its `wildmatch` does (the forty-ninth re-attack's C1: `.GitIgnore`; the fiftieth's
+        // C2: `*[[:upper:]]`, `*[D-a]`): a pattern that matches either way.
         !negated
             && !dir_only
-            && (pattern_matches(pattern, b".gitignore", b".gitignore")
-                || pattern_matches(&folded, b".gitignore", b".gitignore"))
+            && [false, true].into_iter().any(|fold| pattern_matches(pattern, b".gitignore", b".gitignore", fold))
     })
 }
 
@@ -581,34 +580,35 @@ fn ignore_pattern(line: &[u8]) -> Option<(&[u8], bool, bool)> {
 
 /// Whether an ignore file's `pattern` matches the entry `path` below the file's directory, whose
 /// name is `name` (`match_basename`, `match_pathname`).
-fn pattern_matches(pattern: &[u8], path: &[u8], name: &[u8]) -> bool {
+fn pattern_matches(pattern: &[u8], path: &[u8], name: &[u8], fold: bool) -> bool {
+    let same = |a: &[u8], b: &[u8]| if fold { a.eq_ignore_ascii_case(b) } else { a == b };
     let literal = pattern.iter().take_while(|&&byte| !matches!(byte, b'*' | b'?' | b'[' | b'\\')).count();
     if !pattern.contains(&b'/') {
         // `match_basename`: a literal compared whole; `*literal` by its end; else without
         // `WM_PATHNAME`.
         if literal == pattern.len() {
-            return pattern == name;
+            return same(pattern, name);
         }
         let ends_with =
             pattern[0] == b'*' && !pattern[1..].iter().any(|byte| matches!(byte, b'*' | b'?' | b'[' | b'\\'));
         if ends_with {
-            return name.ends_with(&pattern[1..]);
+            return name.len() >= pattern.len() - 1 && same(&name[name.len() + 1 - pattern.len()..], &pattern[1..]);
         }
-        return wildmatch(pattern, name, false) == Wild::Match;
+        return wildmatch(pattern, name, false, fold) == Wild::Match;
     }
     // `match_pathname`: anchored at the file's directory, its literal start compared first.
     let (pattern, literal) = match pattern.strip_prefix(b"/") {
         Some(rest) => (rest, literal.saturating_sub(1)),
         None => (pattern, literal),
     };
-    if literal > path.len() || pattern[..literal] != path[..literal] {
+    if literal > path.len() || !same(&pattern[..literal], &path[..literal]) {
         return false;
     }
     let (pattern, rest) = (&pattern[literal..], &path[literal..]);
     if pattern.is_empty() {
         return rest.is_empty();
     }
-    wildmatch(pattern, rest, true) == Wild::Match
+    wildmatch(pattern, rest, true, fold) == Wild::Match
 }
 
 /// Whether the `.gitignore` files from `root` down to `dir`'s parent surely make git ignore `dir`
@@ -651,7 +651,11 @@ pub fn surely_ignored(root: &Path, dir: &Path, since: i128) -> bool {
         }
         for end in base + 1..=parts.len() {
             let path = parts[base..end].join(&b'/');
-            if patterns.iter().any(|(pattern, _, _)| pattern_matches(pattern, &path, parts[end - 1])) {
+            // Matched with and without folding case, whichever `core.ignorecase` says.
+            let matches = |pattern: &[u8]| {
+                [false, true].into_iter().all(|fold| pattern_matches(pattern, &path, parts[end - 1], fold))
+            };
+            if patterns.iter().any(|(pattern, _, _)| matches(pattern)) {
                 return true;
             }
         }
@@ -676,10 +680,13 @@ enum Wild {
 /// with `pathname`), `**` across directories where a `/` or the ends bound it, `?` one
 /// character, `[…]` a class (`!` or `^` negating, ranges, `\` escapes, POSIX `[:…:]` classes),
 /// `\` the next character as itself.
-fn wildmatch(p: &[u8], text: &[u8], pathname: bool) -> Wild {
+fn wildmatch(p: &[u8], text: &[u8], pathname: bool, fold: bool) -> Wild {
+    // With `fold` (`WM_CASEFOLD`), the text's character and a literal of the pattern are taken
+    // lowercase; an escaped one and those of a class are not.
+    let folded = |byte: u8| if fold { byte.to_ascii_lowercase() } else { byte };
     let (mut pi, mut ti) = (0, 0);
     while pi < p.len() {
-        let t_ch = text.get(ti).copied().unwrap_or(0);
+        let t_ch = folded(text.get(ti).copied().unwrap_or(0));
         if ti >= text.len() && p[pi] != b'*' {
             return Wild::AbortAll;
         }
@@ -708,7 +715,9 @@ fn wildmatch(p: &[u8], text: &[u8], pathname: bool) -> Wild {
                     } else if before.is_none_or(|before| p[before] == b'/')
                         && (rest.is_empty() || rest[0] == b'/' || rest.starts_with(b"\\/"))
                     {
-                        if rest.first() == Some(&b'/') && wildmatch(&rest[1..], &text[ti..], pathname) == Wild::Match {
+                        if rest.first() == Some(&b'/')
+                            && wildmatch(&rest[1..], &text[ti..], pathname, fold) == Wild::Match
+                        {
                             return Wild::Match;
                         }
                         true
@@ -731,14 +740,15 @@ fn wildmatch(p: &[u8], text: &[u8], pathname: bool) -> Wild {
                 while ti < text.len() {
                     if !matches!(p[pi], b'*' | b'?' | b'[' | b'\\') {
                         // A literal next: the run up to where it appears belongs to the `*`.
-                        while ti < text.len() && (match_slash || text[ti] != b'/') && text[ti] != p[pi] {
+                        let literal = folded(p[pi]);
+                        while ti < text.len() && (match_slash || text[ti] != b'/') && folded(text[ti]) != literal {
                             ti += 1;
                         }
-                        if text.get(ti) != Some(&p[pi]) {
+                        if text.get(ti).map(|&byte| folded(byte)) != Some(literal) {
                             return if match_slash { Wild::AbortAll } else { Wild::AbortToStarStar };
                         }
                     }
-                    let matched = wildmatch(&p[pi..], &text[ti..], pathname);
+                    let matched = wildmatch(&p[pi..], &text[ti..], pathname, fold);
                     if matched != Wild::NoMatch {
                         if !match_slash || matched != Wild::AbortToStarStar {
                             return matched;
@@ -776,7 +786,10 @@ fn wildmatch(p: &[u8], text: &[u8], pathname: bool) -> Wild {
                             let Some(&escaped) = p.get(pi) else { return Wild::AbortAll };
                             p_ch = escaped;
                         }
-                        matched |= (prev_ch..=p_ch).contains(&t_ch);
+                        matched |= (prev_ch..=p_ch).contains(&t_ch)
+                            || fold
+                                && t_ch.is_ascii_lowercase()
+                                && (prev_ch..=p_ch).contains(&t_ch.to_ascii_uppercase());
                         p_ch = 0;
                     } else if p_ch == b'[' && p.get(pi + 1) == Some(&b':') {
                         let start = pi + 2;
@@ -804,7 +817,9 @@ fn wildmatch(p: &[u8], text: &[u8], pathname: bool) -> Wild {
                                 b"xdigit" => u8::is_ascii_hexdigit,
                                 _ => return Wild::AbortAll,
                             };
-                            matched |= class(&t_ch);
+                            // Folding, `[:upper:]` takes a lowercase letter too.
+                            matched |=
+                                class(&t_ch) || fold && &p[start..end - 1] == b"upper" && t_ch.is_ascii_lowercase();
                             pi = end;
                             p_ch = 0;
                         }
@@ -823,7 +838,7 @@ fn wildmatch(p: &[u8], text: &[u8], pathname: bool) -> Wild {
                 }
             }
             literal => {
-                if literal != t_ch {
+                if folded(literal) != t_ch {
                     return Wild::NoMatch;
                 }
             }
@@ -1543,10 +1558,13 @@ mod tests {
             ".gitignore  ",
             "\\.gitignore",
             "[[:alpha:].]gitignore",
-            // Folding case, as git does with `core.ignorecase` (the forty-ninth re-attack's C1).
+            // Folding case, as git does with `core.ignorecase` (the forty-ninth re-attack's C1,
+            // the fiftieth's C2).
             ".GitIgnore",
             "*.GITIGNORE",
             ".GIT*",
+            "*[[:upper:]]",
+            "*[D-a]",
         ] {
             assert!(hides_a_gitignore(hides), "{hides:?}");
         }
@@ -1689,7 +1707,28 @@ mod tests {
         ]
         .map(str::to_string)
         .to_vec();
-        let specials = ["*", "?", "[", "]", "!", "^", "-", "\\", "/", ":", " ", ".", "g", "G", "[:alpha:]", "**", "[]"];
+        let specials = [
+            "*",
+            "?",
+            "[",
+            "]",
+            "!",
+            "^",
+            "-",
+            "\\",
+            "/",
+            ":",
+            " ",
+            ".",
+            "g",
+            "G",
+            "[:alpha:]",
+            "**",
+            "[]",
+            "[:upper:]",
+            "D-a",
+            "I",
+        ];
         let cases = std::env::var("AILERON_WILDMATCH_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300);
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = |below: usize| {
