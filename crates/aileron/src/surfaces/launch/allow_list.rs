@@ -77,10 +77,10 @@ pub struct WriteAccess {
     pub version_files: Vec<PathBuf>,
     /// The other names the user's mise reads the version file by ([`mise_renamed_files`]).
     pub renamed_version_files: Vec<String>,
-    /// The `.gitignore` files below the workspace and its worktrees at launch ([`ignore_scopes`]),
-    /// and the directories skipped by name that the project's own ignore rules surely ignored,
-    /// not looked through for them ([`SkippedLookedAt`]).
+    /// The `.gitignore` files below the workspace and its worktrees at launch ([`ignore_scopes`]).
     pub ignore_files: Vec<PathBuf>,
+    /// The directories skipped by name that the project's own ignore rules surely ignored, not
+    /// looked through for them ([`SkippedLookedAt`]).
     pub ignored_skipped: Vec<PathBuf>,
     /// The `.git` entries in those directories of skipped names it looked through.
     pub skipped_git_entries: Vec<PathBuf>,
@@ -1366,12 +1366,12 @@ pub fn trusted_files_of_sets(
                         |entry| entry.file_name() != ".git",
                         |entry, _| {
                             let name = entry.file_name();
-                            if name == ".git" && (!only_changed || changed_since(&entry.path(), since)) {
+                            if name == ".git" && (!only_changed || super::git::changed_since(&entry.path(), since)) {
                                 skipped.git_entries.push(entry.path());
                             }
                             let name = name.to_string_lossy();
                             if wanted.iter().any(|wanted| name_matches(&name, wanted))
-                                && (!only_changed || changed_since(&entry.path(), since))
+                                && (!only_changed || super::git::changed_since(&entry.path(), since))
                             {
                                 found.push((entry.path(), 1 << set));
                             }
@@ -1412,13 +1412,6 @@ pub struct SkippedLookedAt<'a> {
     /// rule, and `node --test` ran it (the fiftieth re-attack's D2); the walk for the
     /// repositories the agent made does not enter those names.
     pub git_entries: Vec<PathBuf>,
-}
-
-/// Whether `path`'s status last changed at `since` (nanoseconds) or after.
-fn changed_since(path: &Path, since: i128) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::symlink_metadata(path)
-        .is_ok_and(|metadata| i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()) >= since)
 }
 
 /// Each of `dirs` as a scope of the version files mise (and asdf, nvm, pyenv, rbenv) read in the

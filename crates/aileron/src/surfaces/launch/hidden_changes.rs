@@ -185,23 +185,15 @@ fn followed(common: &Path, git_dir: &Path, mut entry: Vec<u8>) -> Vec<u8> {
 fn ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
     use std::os::unix::ffi::OsStrExt as _;
     let root_ref = !name.is_empty() && name.iter().all(|byte| byte.is_ascii_uppercase() || *byte == b'_');
-    let is_ref_name = root_ref
-        || name.starts_with(b"refs/")
-            && !name.contains(&0)
-            && name.split(|&byte| byte == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..");
-    if !is_ref_name {
+    if !(root_ref || name.starts_with(b"refs/") && stays_below(name)) {
         return other_ref_value(common, git_dir, name);
     }
     let own =
         root_ref || [&b"refs/worktree/"[..], b"refs/bisect/", b"refs/rewritten/"].iter().any(|at| name.starts_with(at));
     let common = if own { git_dir } else { common };
-    let loose = |name: &[u8]| match git::read_capped(
-        &common.join(std::ffi::OsStr::from_bytes(name)),
-        true,
-        MAX_LOOSE_REF_BYTES,
-    ) {
+    let loose = |name: &[u8]| match loose_ref(&common.join(std::ffi::OsStr::from_bytes(name))) {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        read => read.map(|value| Some(value.trim_ascii_end().to_vec())).map_err(|error| error.to_string()),
+        read => read.map(Some).map_err(|error| error.to_string()),
     };
     let packed = |name: &[u8]| {
         // Every line of that name, in one order (the same name twice is not git's to write).
@@ -236,21 +228,17 @@ fn ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec
 /// change in any is a change; with it, where the first loose one points.
 fn other_ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
     use std::os::unix::ffi::OsStrExt as _;
-    let safe = !name.is_empty()
-        && !name.contains(&0)
-        && name.split(|&byte| byte == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..");
-    if !safe {
+    if !stays_below(name) {
         return (b"(not a ref name)".to_vec(), None);
     }
     let (mut value, mut next) = (Vec::new(), None);
     for dir in [common, git_dir] {
-        match git::read_capped(&dir.join(std::ffi::OsStr::from_bytes(name)), true, MAX_LOOSE_REF_BYTES) {
+        match loose_ref(&dir.join(std::ffi::OsStr::from_bytes(name))) {
             Ok(read) => {
-                let read = read.trim_ascii_end();
                 if next.is_none() {
                     next = read.strip_prefix(b"ref: ").map(<[u8]>::to_vec);
                 }
-                value.extend_from_slice(read);
+                value.extend_from_slice(&read);
             }
             Err(error) => value.extend_from_slice(error.to_string().as_bytes()),
         }
@@ -270,6 +258,19 @@ fn other_ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Opti
         value.extend_from_slice(&ref_value(common, &worktree, &rest[slash + 1..]).0);
     }
     (value, next)
+}
+
+/// Whether a ref's name, as a path below a git directory, stays there: no NUL, no empty, `.` or
+/// `..` part.
+fn stays_below(name: &[u8]) -> bool {
+    !name.is_empty()
+        && !name.contains(&0)
+        && name.split(|&byte| byte == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..")
+}
+
+/// A loose ref's file as git reads it (through links), its trailing line end dropped.
+fn loose_ref(file: &Path) -> std::io::Result<Vec<u8>> {
+    git::read_capped(file, true, MAX_LOOSE_REF_BYTES).map(|value| value.trim_ascii_end().to_vec())
 }
 
 /// The most of a loose ref read (an object name or `ref: <name>`), and how many entries of
@@ -299,10 +300,7 @@ fn loose_replacements(dir: &Path) -> Read {
                 pending.push((entry.path(), named));
                 continue;
             }
-            let value = match git::read_capped(&entry.path(), true, MAX_LOOSE_REF_BYTES) {
-                Ok(value) => value.trim_ascii_end().to_vec(),
-                Err(error) => error.to_string().into_bytes(),
-            };
+            let value = loose_ref(&entry.path()).unwrap_or_else(|error| error.to_string().into_bytes());
             found.insert([&named[..], b" ", &value].concat());
         }
     }
@@ -897,7 +895,6 @@ mod objects {
     use std::collections::HashMap;
     use std::io::Read as _;
     use std::os::unix::ffi::OsStrExt as _;
-    use std::os::unix::fs::MetadataExt as _;
     use std::path::{Path, PathBuf};
 
     use super::git;
@@ -919,12 +916,7 @@ mod objects {
         now.as_nanos() as i128 - 50_000_000
     }
 
-    /// Whether `path`'s status last changed at `launched` or after.
-    pub fn changed_since(path: &Path, launched: i128) -> bool {
-        std::fs::symlink_metadata(path).is_ok_and(|metadata| {
-            i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()) >= launched
-        })
-    }
+    pub use super::git::changed_since;
 
     /// Whether `path`, or an entry of it (the first 10,000), changed since `launched`.
     pub fn changed_within(path: &Path, launched: i128) -> bool {
@@ -1473,17 +1465,12 @@ mod tests {
         assert_eq!(snapshot.hidden().refs_unread.len(), 1);
     }
 
-    /// The fortieth re-attack's L2: a repository that keeps its refs in a reftable stack, where a
-    /// replace ref is a record in a new table and no file appears under `refs/replace`. One the
-    /// agent adds, or one the user deleted that the agent brings back by dropping the newer table
-    /// from the stack's list, is named; the user's own, and git compacting the stack, are not; a
-    /// table that cannot be read as git reads it is said so.
+    /// A symbolic replace ref the user had points at a branch; the agent moves the branch, which
+    /// changes what git shows in place of the user's commit with no replace ref written (the
+    /// forty-sixth re-attack's open item). In both ref formats, and through a second symbolic
+    /// ref; then at a root ref and a name git resolves in its directory (S1, S2).
     #[test]
     fn a_symbolic_replace_ref_the_user_had_is_named_when_its_target_moves() {
-        // The user's replace ref points at a branch; the agent moves the branch, which changes
-        // what git shows in place of the user's commit with no replace ref written (the
-        // forty-sixth re-attack's open item). In both ref formats, and through a second
-        // symbolic ref.
         for format in ["files", "reftable"] {
             let temp = tempfile::tempdir().unwrap();
             let repo = std::fs::canonicalize(temp.path()).unwrap();
@@ -1551,6 +1538,11 @@ mod tests {
         }
     }
 
+    /// The fortieth re-attack's L2: a repository that keeps its refs in a reftable stack, where a
+    /// replace ref is a record in a new table and no file appears under `refs/replace`. One the
+    /// agent adds, or one the user deleted that the agent brings back by dropping the newer table
+    /// from the stack's list, is named; the user's own, and git compacting the stack, are not; a
+    /// table that cannot be read as git reads it is said so.
     #[test]
     fn a_replace_ref_in_a_reftable_stack_is_named() {
         let temp = tempfile::tempdir().unwrap();

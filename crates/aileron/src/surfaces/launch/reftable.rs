@@ -499,14 +499,25 @@ mod tests {
     /// A block of `kind` holding `records`, each a restart point, after `header` (the table's, for
     /// the first block).
     fn block_of(kind: u8, records: &[Vec<u8>], header: &[u8]) -> Vec<u8> {
-        let (mut body, mut restarts) = (Vec::new(), Vec::new());
-        for record in records {
-            restarts.extend_from_slice(&((header.len() + 4 + body.len()) as u32).to_be_bytes()[1..]);
-            body.extend_from_slice(record);
-        }
-        let len = header.len() + 4 + body.len() + restarts.len() + 2;
-        let count = (records.len() as u16).to_be_bytes();
-        [header, &[kind], &(len as u32).to_be_bytes()[1..], &body, &restarts, &count].concat()
+        let mut at = header.len() + 4;
+        let restarts: Vec<usize> = records
+            .iter()
+            .map(|record| {
+                at += record.len();
+                at - record.len()
+            })
+            .collect();
+        block_with_restarts(kind, records, header, &restarts)
+    }
+
+    /// A block of `kind` holding `records` whose restart points are `restarts` (offsets in the
+    /// block), after `header`.
+    fn block_with_restarts(kind: u8, records: &[Vec<u8>], header: &[u8], restarts: &[usize]) -> Vec<u8> {
+        let body = records.concat();
+        let points: Vec<u8> = restarts.iter().flat_map(|at| (*at as u32).to_be_bytes()[1..].to_vec()).collect();
+        let len = header.len() + 4 + body.len() + points.len() + 2;
+        let count = (restarts.len() as u16).to_be_bytes();
+        [header, &[kind], &(len as u32).to_be_bytes()[1..], &body, &points, &count].concat()
     }
 
     /// The forty-seventh re-attack's D1 and D1b: a newer table's deletion of a replace ref that
@@ -566,11 +577,7 @@ mod tests {
         let header = [&b"REFT\x01\x00\x10\x00"[..], &4u64.to_be_bytes(), &4u64.to_be_bytes()].concat();
         let records = [record(b"refs/heads/a", 0, &number(0)), record(b"refs/replace/b", 0, &number(0))];
         let with_restarts = |restarts: &[usize]| {
-            let body = records.concat();
-            let points: Vec<u8> = restarts.iter().flat_map(|at| (*at as u32).to_be_bytes()[1..].to_vec()).collect();
-            let len = header.len() + 4 + body.len() + points.len() + 2;
-            let count = (restarts.len() as u16).to_be_bytes();
-            let block = [&header[..], b"r", &(len as u32).to_be_bytes()[1..], &body, &points, &count].concat();
+            let block = block_with_restarts(b'r', &records, &header, restarts);
             [block, header.clone(), 0u64.to_be_bytes().to_vec(), vec![0; 36]].concat()
         };
         let read = |table: &[u8]| {
