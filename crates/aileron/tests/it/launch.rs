@@ -6074,7 +6074,7 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     assert!(status().contains("?? lib/") && status().contains("?? .cache/"), "{}", status());
     // A line added to the user's own that hides it (E1): taken out, the user's line kept.
     let web = work.join("web/.gitignore");
-    assert!(said.contains(&format!("added to {} patterns that hide it", web.display())), "{said}");
+    assert!(said.contains(&format!("added to {}, which git does not track", web.display())), "{said}");
     let kept = std::fs::read_to_string(&web).unwrap();
     assert_eq!(kept, "dist/\n# aileron: written while an agent ran, taken out: *\n");
     // A `.git` made where the walks skip by name: git lists nothing below it (D2).
@@ -6096,6 +6096,73 @@ fn a_new_gitignore_that_hides_itself_is_made_to_show() {
     assert_eq!(std::fs::read_to_string(work.join("app/.gitignore")).unwrap(), "node_modules/\n");
     assert_eq!(std::fs::read_to_string(work.join("own/.gitignore")).unwrap(), ".gitignore\n", "the user's own");
     assert!(!said.contains("app/.gitignore") && !said.contains("own/.gitignore"), "{said}");
+}
+
+/// The fifty-first re-attack's Y4 and Y5: the user's `.gitignore` files no index tracks show
+/// none of their changes in `git status` or `git diff`. A pattern the agent adds to one is taken
+/// out (`conftest.py` hid a new `tests/conftest.py` in a tracked directory); one whose negations
+/// it deleted (a whitelist's) is put back as it was. A tracked one's change is `git diff`'s.
+#[test]
+fn the_agents_changes_to_an_untracked_gitignore_do_not_hide_what_it_made() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    std::fs::write(work.join(".gitignore"), "__pycache__/\n").unwrap();
+    std::fs::create_dir_all(work.join("web/src")).unwrap();
+    let whitelist = "*\n!.gitignore\n!*/\n!*.js\n";
+    std::fs::write(work.join("web/.gitignore"), whitelist).unwrap();
+    std::fs::create_dir_all(work.join("tracked")).unwrap();
+    std::fs::write(work.join("tracked/.gitignore"), "dist/\n").unwrap();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["add", "tracked"]));
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "tracked"]));
+    let script = "#!/bin/sh\nmkdir -p tests\nprintf 'conftest.py\\n' >> .gitignore\necho 'import os' > tests/conftest.py\n\
+                  sed -i '/^!/d' web/.gitignore\necho x > web/src/cache.test.js\n\
+                  printf 'build/\\n' >> tracked/.gitignore\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let root = work.join(".gitignore");
+    assert!(said.contains(&format!("added to {}, which git does not track", root.display())), "{said}");
+    let taken = "__pycache__/\n# aileron: written while an agent ran, taken out: conftest.py\n";
+    assert_eq!(std::fs::read_to_string(&root).unwrap(), taken);
+    let web = work.join("web/.gitignore");
+    assert!(said.contains(&format!("took out or moved patterns of {}", web.display())), "{said}");
+    assert_eq!(std::fs::read_to_string(&web).unwrap(), whitelist);
+    let status = Command::new("git").args(["status", "--porcelain", "-uall"]).current_dir(&work).output().unwrap();
+    let status = String::from_utf8(status.stdout).unwrap();
+    assert!(status.contains("?? tests/conftest.py") && status.contains("?? web/src/cache.test.js"), "{status}");
+    assert_eq!(std::fs::read_to_string(work.join("tracked/.gitignore")).unwrap(), "dist/\nbuild/\n");
+    assert!(!said.contains("tracked/.gitignore"), "{said}");
+}
+
+/// The fifty-first re-attack: git lists nothing below a `.git` of any case, and `node --test`
+/// (`npm test`) enters every directory but `node_modules`. A test file put in the user's own
+/// `.git` (Y1) is moved aside; a new `.git` in `.tox` (Y2: the search for repositories skips that
+/// name, the walk for trusted files enters it), a `.Git` (Y3: git skips it under
+/// `core.ignorecase`) and one in a `target` a gdb setting has the walk enter (Y6) are named.
+#[test]
+fn test_files_below_a_git_of_any_case_are_not_left_unsaid() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    std::fs::write(rig.user_home().join(".gdbinit"), "add-auto-load-safe-path /\n").unwrap();
+    let script = "#!/bin/sh\necho x > .git/cache.test.js\nmkdir -p .git/objects/ab lib/.tox/.git lib/.Git \
+                  helpers/target/.git\necho x > .git/objects/ab/x.test.mjs\necho x > lib/.tox/.git/a.test.js\n\
+                  echo x > lib/.Git/b.test.js\necho x > helpers/target/.git/c.test.js\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    for planted in [".git/cache.test.js", ".git/objects/ab/x.test.mjs"] {
+        let planted = work.join(planted);
+        assert!(said.contains(&format!("created {}", planted.display())), "{said}");
+        assert!(!planted.exists(), "{said}");
+    }
+    for made in ["lib/.tox/.git", "lib/.Git", "helpers/target/.git"] {
+        let warned = format!("made {}: git shows nothing below a `.git`", work.join(made).display());
+        assert!(said.contains(&warned), "{made}: {said}");
+    }
+    assert!(!said.contains(&format!("made {}:", work.join(".git").display())), "the user's own: {said}");
 }
 
 /// The forty-fourth re-attack's Q9: Python imports a `__pycache__/*.pyc` in place of its source

@@ -407,10 +407,11 @@ pub fn write_access(
     for scope in &access.trusted_cut_short {
         access.notes.push(format!(
             "{} holds more than {TRUSTED_WALK_BUDGET} entries, so not all of it is looked through for the files your \
-             tools run by themselves (`.gdbinit`, `.exrc`, `.envrc`, mise's configs) or a `.gitignore` that hides \
-             itself: one the agent makes past what is looked at would not be found at the end\nhint: launch in the \
-             part of it you work on, or look with `find {} \\( -name '.gdbinit' -o -name '.exrc' -o -name '.envrc' \
-             -o -name '*mise*.toml' -o -name .gitignore \\) -newer {}` after the session",
+             tools run by themselves (`.gdbinit`, `.exrc`, `.envrc`, mise's configs), a `.gitignore` that hides \
+             itself or a `.git`, below which git lists nothing: one the agent makes past what is looked at would not \
+             be found at the end\nhint: launch in the part of it you work on, or look with `find {} \\( -name \
+             '.gdbinit' -o -name '.exrc' -o -name '.envrc' -o -name '*mise*.toml' -o -name .gitignore -o -iname .git \
+             \\) -newer {}` after the session",
             super::shown(scope),
             super::shown(scope),
             super::shown(scope)
@@ -1261,6 +1262,11 @@ pub fn trusted_files_of_sets(
             .map(|skipped| skipped.set)
             .filter(|set| names.iter().any(|(_, bits)| bits & (1 << set) != 0));
         let not_entered = std::cell::RefCell::new(Vec::new());
+        // The `.git` entries the walk meets, any case (git skips `.GIT` too under
+        // `core.ignorecase`), wherever it goes: the fifty-first re-attack put one in `.tox`, which
+        // this walk enters and the search for repositories skips (Y2), and in a `target` a gdb
+        // setting has this walk enter (Y6).
+        let git_seen = std::cell::RefCell::new(Vec::new());
         // A path (`.venv/bin/activate`) is looked for below each directory, without entering
         // what it goes through (a `.venv` holds thousands of files).
         let (paths, names): (Wanted, Wanted) = names.into_iter().partition(|(name, _)| name.contains('/'));
@@ -1310,6 +1316,9 @@ pub fn trusted_files_of_sets(
             if kind.is_dir() && skipped_set.is_some() && !entered(entry) && name != ".git" {
                 not_entered.borrow_mut().push(entry.path());
             }
+            if skipped_set.is_some() && is_git_entry(&name) {
+                git_seen.borrow_mut().push(entry.path());
+            }
             if kind.is_symlink()
                 && let Ok(target) = std::fs::canonicalize(entry.path())
                 && target.is_dir()
@@ -1344,6 +1353,7 @@ pub fn trusted_files_of_sets(
             cut_short.push((scope.clone(), bits));
         }
         if let (Some(set), Some(skipped)) = (skipped_set, skipped_dirs.as_deref_mut()) {
+            skipped.git_entries.extend(git_seen.into_inner());
             let since = skipped.since.unwrap_or(i128::MAX);
             let (mut looked, mut changed_only) = (Vec::new(), Vec::new());
             for dir in not_entered.into_inner() {
@@ -1363,10 +1373,12 @@ pub fn trusted_files_of_sets(
                     || walk_entering(
                         dirs,
                         TRUSTED_WALK_BUDGET,
-                        |entry| entry.file_name() != ".git",
+                        |entry| !is_git_entry(&entry.file_name().to_string_lossy()),
                         |entry, _| {
                             let name = entry.file_name();
-                            if name == ".git" && (!only_changed || super::git::changed_since(&entry.path(), since)) {
+                            if is_git_entry(&name.to_string_lossy())
+                                && (!only_changed || super::git::changed_since(&entry.path(), since))
+                            {
                                 skipped.git_entries.push(entry.path());
                             }
                             let name = name.to_string_lossy();
@@ -1393,6 +1405,12 @@ pub fn trusted_files_of_sets(
     (0..sets.len().min(64)).map(|set| (of_set(&found, set), of_set(&cut_short, set))).collect()
 }
 
+/// Whether an entry named `name` is one below which git lists nothing: `.git` in any case, since
+/// git compares it folded under `core.ignorecase` (the fifty-first re-attack's Y3: `lib/.Git/`).
+pub fn is_git_entry(name: &str) -> bool {
+    name.eq_ignore_ascii_case(".git")
+}
+
 /// Where one set's names (the `.gitignore` files) are also looked for in the directories the
 /// walks skip by name ([`trusted_files_of_sets`]), at launch and at the exit alike.
 pub struct SkippedLookedAt<'a> {
@@ -1407,10 +1425,11 @@ pub struct SkippedLookedAt<'a> {
     pub ignored_at_launch: &'a [PathBuf],
     /// Out: those found surely ignored, not looked through.
     pub ignored: Vec<PathBuf>,
-    /// Out: the `.git` entries met in those looked through. Git lists nothing below any `.git`,
-    /// so a file the agent put in a new `target/.git/` hid from `git status` with no ignore
-    /// rule, and `node --test` ran it (the fiftieth re-attack's D2); the walk for the
-    /// repositories the agent made does not enter those names.
+    /// Out: the `.git` entries ([`is_git_entry`]) met in the scopes of this set's names and in
+    /// the directories looked through. Git lists nothing below any `.git`, so a file the agent put
+    /// in a new `target/.git/` hid from `git status` with no ignore rule, and `node --test` ran it
+    /// (the fiftieth re-attack's D2); the walk for the repositories the agent made does not enter
+    /// those names.
     pub git_entries: Vec<PathBuf>,
 }
 

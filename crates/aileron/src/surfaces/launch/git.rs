@@ -1085,7 +1085,10 @@ pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
 /// The object directories `objects` borrows from (its `info/alternates`, as `git clone
 /// --reference` or `--shared` leaves it), and theirs in turn to git's depth of five: git reads
 /// objects and a commit graph from each as from its own. Each line a path, relative to the
-/// directory it borrows for, C-quoted when it starts with `"`; `#` starts a comment.
+/// directory it borrows for, C-quoted when it starts with `"`; `#` starts a comment. A line ends
+/// at `\n` alone: git keeps a `\r` before it in the path (the fifty-second re-attack's G1 named
+/// an alternate `g\r`, whose commit graph gave the user's own commit the agent's tree, while the
+/// exit looked for one in `g`).
 pub fn alternate_object_dirs(objects: &Path) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt as _;
     let mut found: Vec<PathBuf> = Vec::new();
@@ -1095,7 +1098,6 @@ pub fn alternate_object_dirs(objects: &Path) -> Vec<PathBuf> {
         for dir in &level {
             let Ok(text) = read_limited(&dir.join("info/alternates"), true) else { continue };
             for line in text.split(|&byte| byte == b'\n') {
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
                 if line.is_empty() || line[0] == b'#' {
                     continue;
                 }
@@ -1436,7 +1438,8 @@ const WRITTEN_BY_NAME: [&str; 16] = [
 /// `MERGE_MSG` — so a link the agent leaves in the user's git directory makes the user's own git
 /// write where it leads: `.git/logs/HEAD -> ~/.bashrc` and a branch named `wip;touch${IFS}x;#`
 /// put a command in the user's next shell (the twelfth re-attack); a FIFO as `COMMIT_EDITMSG`
-/// hung every commit (the thirteenth). Git makes neither there itself.
+/// hung every commit (the thirteenth). Git makes neither there itself. And the files a test
+/// runner picks up ([`is_code_for_a_runner`]), `objects/` included.
 #[derive(Debug, Default)]
 pub struct Strays {
     pub found: std::collections::HashSet<PathBuf>,
@@ -1460,9 +1463,11 @@ fn strays_within(git_dirs: &[PathBuf], budget: usize) -> Strays {
                 strays.found.insert(path);
             }
         }
-        let logs = git_dir.join("logs");
-        let skipped = [git_dir.join("objects"), logs.clone()];
-        let complete = walk(&logs, &[], budget, &mut strays.found) & walk(git_dir, &skipped, budget, &mut strays.found);
+        let (logs, objects) = (git_dir.join("logs"), git_dir.join("objects"));
+        let skipped = [objects.clone(), logs.clone()];
+        let complete = walk(&logs, &[], budget, Look::All, &mut strays.found)
+            & walk(git_dir, &skipped, budget, Look::All, &mut strays.found)
+            & walk(&objects, &[], budget, Look::Code, &mut strays.found);
         if !complete {
             strays.incomplete.push(git_dir.clone());
         }
@@ -1478,9 +1483,37 @@ fn is_stray(kind: std::fs::FileType) -> bool {
     kind.is_symlink() || kind.is_fifo() || kind.is_socket() || kind.is_block_device() || kind.is_char_device()
 }
 
-/// Adds to `found` the [strays](is_stray) under `root` (`skipped` and what links lead to left
-/// out); `false` when `budget` entries were looked at before the end.
-fn walk(root: &Path, skipped: &[PathBuf], budget: usize, found: &mut std::collections::HashSet<PathBuf>) -> bool {
+/// A file test runners pick up by its name, wherever it lies: `node --test` (`npm test`), Deno's
+/// and Bun's runners enter every directory but `node_modules`, a `.git` included, and git lists
+/// nothing there. Git writes no such name in a git directory (hooks are named by their event), so
+/// one made there in the session is the agent's: the fifty-first re-attack's Y1 put
+/// `.git/cache.test.js` in the user's own repository, and `npm test` ran it.
+fn is_code_for_a_runner(name: &std::ffi::OsStr) -> bool {
+    const CODE: [&str; 9] = ["js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "py"];
+    Path::new(name)
+        .extension()
+        .and_then(|extension| extension.to_str())
+        .is_some_and(|extension| CODE.iter().any(|code| extension.eq_ignore_ascii_case(code)))
+}
+
+/// What a [`walk`] of a git directory counts as a stray.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// Links, special files ([`is_stray`]) and files a test runner picks up ([`is_code_for_a_runner`]).
+    All,
+    /// Only the files a test runner picks up (in `objects/`, where git only reads, a link is left).
+    Code,
+}
+
+/// Adds to `found` the [strays](Look) under `root` (`skipped` and what links lead to left out);
+/// `false` when `budget` entries were looked at before the end.
+fn walk(
+    root: &Path,
+    skipped: &[PathBuf],
+    budget: usize,
+    look: Look,
+    found: &mut std::collections::HashSet<PathBuf>,
+) -> bool {
     let mut looked = 0;
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -1492,7 +1525,8 @@ fn walk(root: &Path, skipped: &[PathBuf], budget: usize, found: &mut std::collec
             }
             let Ok(kind) = entry.file_type() else { continue };
             let path = entry.path();
-            if is_stray(kind) {
+            let code = kind.is_file() && is_code_for_a_runner(&entry.file_name());
+            if code || (look == Look::All && is_stray(kind)) {
                 found.insert(path);
             } else if kind.is_dir() && !skipped.contains(&path) {
                 pending.push(path);
@@ -1898,6 +1932,55 @@ mod tests {
             assert!(cut.found.contains(&git.join(name)), "{name}: {:?}", cut.found);
         }
         assert_eq!(cut.incomplete, vec![git]);
+    }
+
+    /// The fifty-second re-attack's G1: git reads an alternate's path up to `\n` alone, a `\r`
+    /// before it kept (`git count-objects -v` names `alt\r`), a quoted one unquoted, `#` a comment.
+    #[test]
+    fn alternates_are_read_as_git_reads_them() {
+        let temp = tempfile::tempdir().unwrap();
+        let objects = temp.path().join("objects");
+        std::fs::create_dir_all(objects.join("info")).unwrap();
+        std::fs::write(objects.join("info/alternates"), "g\r\n# note\n\n\"q\\tx\"\n/abs\n").unwrap();
+        let found = alternate_object_dirs(&objects);
+        let expected: Vec<PathBuf> = vec![objects.join("g\r"), objects.join("q\tx"), PathBuf::from("/abs")];
+        assert_eq!(found, expected);
+    }
+
+    /// The fifty-first re-attack's Y1: `node --test` enters a `.git` (its `objects/` too), and
+    /// git lists nothing there, so a `.git/cache.test.js` ran at the user's `npm test`. A file a
+    /// test runner picks up by its name is a stray wherever it lies in a git directory; git's
+    /// own files, its hooks' samples and a link in `objects/` are not.
+    #[test]
+    fn files_a_test_runner_picks_up_are_strays_in_a_git_directory() {
+        let temp = tempfile::tempdir().unwrap();
+        let git = std::fs::canonicalize(temp.path()).unwrap().join(".git");
+        for dir in ["objects/ab", "objects/pack", "hooks", "rr-cache/1f", "logs/refs/heads", "refs/heads"] {
+            std::fs::create_dir_all(git.join(dir)).unwrap();
+        }
+        for own in [
+            "HEAD",
+            "packed-refs",
+            "objects/ab/cdef0123456789abcdef0123456789abcdef01",
+            "objects/pack/pack-1.pack",
+            "objects/pack/pack-1.idx",
+            "hooks/pre-commit.sample",
+            "rr-cache/1f/preimage",
+            "logs/refs/heads/main",
+            "refs/heads/main",
+        ] {
+            std::fs::write(git.join(own), "x").unwrap();
+        }
+        std::os::unix::fs::symlink("../pack", git.join("objects/ab/linked")).unwrap();
+        let planted = ["cache.test.js", "objects/ab/x.test.mjs", "rr-cache/1f/conftest.py", "refs/heads/spec.TS"];
+        for file in planted {
+            std::fs::write(git.join(file), "x").unwrap();
+        }
+        let mut found: Vec<PathBuf> = strays_within(std::slice::from_ref(&git), 100).found.into_iter().collect();
+        found.sort();
+        let mut expected = planted.map(|name| git.join(name)).to_vec();
+        expected.sort();
+        assert_eq!(found, expected);
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct IndexSnapshot {
     history: Option<PathBuf>,
     /// The `rr-cache` directories there at launch ([`IndexSnapshot::replayed_state`]).
     rr_caches: Vec<PathBuf>,
+    /// The `.gitignore` files the indexes tracked at launch ([`IndexSnapshot::tracked_at_launch`]).
+    tracked_ignore_files: HashSet<PathBuf>,
 }
 
 struct Recorded {
@@ -203,23 +205,52 @@ fn ref_value(common: &Path, git_dir: &Path, name: &[u8]) -> (Vec<u8>, Option<Vec
             (!values.is_empty()).then(|| values.join(&b','))
         })
     };
-    let read = reftable::value_of(&common.join("reftable"), name)
-        .and_then(|value| match value {
-            None => loose(name),
-            found => Ok(found),
-        })
-        .and_then(|value| match value {
+    let stack = reftable::value_of(&common.join("reftable"), name);
+    let files = || {
+        loose(name).and_then(|value| match value {
             None => packed(name),
             found => Ok(found),
+        })
+    };
+    let spelled = |read: Result<Option<Vec<u8>>, String>| match read {
+        Ok(Some(value)) => value,
+        Ok(None) => b"(none)".to_vec(),
+        Err(why) => why.into_bytes(),
+    };
+    // Git reads a reftable stack only where the repository's config says its refs are kept so:
+    // elsewhere one the agent made is read beside (a change there is a change), never followed
+    // (the fifty-second re-attack's S2 and S3 froze the value followed with one while the loose
+    // branch moved).
+    let (read, beside) = if keeps_refs_in_reftable(common) {
+        let read = stack.and_then(|value| match value {
+            None => files(),
+            found => Ok(found),
         });
-    match read {
-        Ok(Some(value)) => {
-            let next = value.strip_prefix(b"ref: ").map(<[u8]>::to_vec);
-            (value, next)
-        }
-        Ok(None) => (b"(none)".to_vec(), None),
-        Err(why) => (why.into_bytes(), None),
+        (read, None)
+    } else {
+        (files(), Some(stack))
+    };
+    let next = match &read {
+        Ok(Some(value)) => value.strip_prefix(b"ref: ").map(<[u8]>::to_vec),
+        _ => None,
+    };
+    let mut value = spelled(read);
+    if let Some(stack) = beside {
+        value.extend_from_slice(b";reftable:");
+        value.extend_from_slice(&spelled(stack));
     }
+    (value, next)
+}
+
+/// Whether the repository of `common` keeps its refs in a reftable stack
+/// (`extensions.refStorage = reftable` in its config, which the agent cannot write).
+fn keeps_refs_in_reftable(common: &Path) -> bool {
+    let Ok(config) = git::read_limited(&common.join("config"), true) else { return false };
+    git::parse(&String::from_utf8_lossy(&config)).iter().any(|entry| {
+        entry.section.eq_ignore_ascii_case("extensions")
+            && entry.key.eq_ignore_ascii_case("refstorage")
+            && entry.value.as_deref().is_some_and(|value| value.eq_ignore_ascii_case("reftable"))
+    })
 }
 
 /// The value of a name git resolves that is neither under `refs/` nor a root ref (`pin`,
@@ -366,6 +397,12 @@ impl IndexSnapshot {
         self.launched
     }
 
+    /// Whether `file` (a `.gitignore`) was tracked at launch by the index of the worktree it is
+    /// in: a change to one that was not is shown by no `git status` or `git diff`.
+    pub fn tracked_at_launch(&self, file: &Path) -> bool {
+        self.tracked_ignore_files.contains(file)
+    }
+
     /// The entries of each `(git directory, worktree)`'s indexes now, and which of `protected`
     /// (the session's read-only binds) lie in its worktree.
     pub fn take(worktrees: &[(PathBuf, PathBuf)], protected: &[PathBuf]) -> IndexSnapshot {
@@ -376,6 +413,7 @@ impl IndexSnapshot {
             trusted: Vec::new(),
             history: None,
             rr_caches: Vec::new(),
+            tracked_ignore_files: HashSet::new(),
         };
         snapshot.rr_caches = worktrees
             .iter()
@@ -383,6 +421,7 @@ impl IndexSnapshot {
             .filter(|dir| std::fs::symlink_metadata(dir).is_ok())
             .collect();
         let mut budget = git::INDEX_BYTES_PER_LOOK;
+        let mut tracked_ignore_files = HashSet::new();
         for (git_dir, worktree) in worktrees {
             // Only those below the worktree (not the worktree itself, nor its git directory).
             let protected: Vec<PathBuf> = protected
@@ -394,6 +433,9 @@ impl IndexSnapshot {
             read_named(git_dir, git::hash_len(git_dir), &mut budget, |entry| {
                 entries.insert(snapshot.key(entry));
                 let path = worktree.join(std::ffi::OsStr::from_bytes(entry.name));
+                if path.file_name().is_some_and(|name| name == ".gitignore") {
+                    tracked_ignore_files.insert(path.clone());
+                }
                 if protected.iter().any(|bound| path.starts_with(bound)) {
                     protected_entries.insert(entry.name.to_vec(), entry.object_name().to_vec());
                 }
@@ -408,6 +450,7 @@ impl IndexSnapshot {
                 elsewhere: false,
             });
         }
+        snapshot.tracked_ignore_files = tracked_ignore_files;
         // The linked worktrees checked out elsewhere, all of each protected.
         let mut commons: Vec<PathBuf> = worktrees
             .iter()
@@ -1465,6 +1508,13 @@ mod tests {
         assert_eq!(snapshot.hidden().refs_unread.len(), 1);
     }
 
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap().flatten() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+
     /// A symbolic replace ref the user had points at a branch; the agent moves the branch, which
     /// changes what git shows in place of the user's commit with no replace ref written (the
     /// forty-sixth re-attack's open item). In both ref formats, and through a second symbolic
@@ -1524,6 +1574,26 @@ mod tests {
                 assert_eq!(shown().trim(), "c");
                 assert_eq!(snapshot.hidden().replacements, vec![repo.join(place)]);
                 std::fs::write(&replace_ref, "ref: refs/heads/via\n").unwrap();
+            }
+
+            // A reftable stack beside the files, naming the branch where it was: git never reads
+            // one where the config keeps refs in files, so it cannot hold the value followed in
+            // place while the loose branch moves (the fifty-second re-attack's S3).
+            if format == "files" {
+                let scratch = tempfile::tempdir().unwrap();
+                let scratch_repo = scratch.path();
+                assert!(git(scratch_repo, &["init", "-q", "--ref-format=reftable"]));
+                let objects = repo.join(".git/objects");
+                std::fs::write(scratch_repo.join(".git/objects/info/alternates"), objects.to_str().unwrap()).unwrap();
+                assert!(git(scratch_repo, &["update-ref", "refs/heads/with-b", &b]));
+                copy_dir(&scratch_repo.join(".git/reftable"), &repo.join(".git/reftable"));
+                assert_eq!(shown().trim(), "b");
+                let snapshot = IndexSnapshot::take(&worktrees, &[]);
+                std::fs::write(repo.join(".git/refs/heads/with-b"), format!("{c}\n")).unwrap();
+                assert_eq!(shown().trim(), "c", "git reads the loose branch");
+                assert_eq!(snapshot.hidden().replacements, vec![repo.join(place)]);
+                std::fs::write(repo.join(".git/refs/heads/with-b"), format!("{b}\n")).unwrap();
+                std::fs::remove_dir_all(repo.join(".git/reftable")).unwrap();
             }
 
             // Packed, then moved in a new loose file (the files format).

@@ -1330,6 +1330,19 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees, &bound_read_only)
         .with_trusted(trusted_scopes.clone())
         .with_history(home.root().join(SESSION_OBJECTS));
+    // And the patterns and bytes of each `.gitignore` no index tracks (its changes show nowhere:
+    // the fifty-first re-attack's Y4, Y5), to take out what the agent adds and put back what it
+    // takes out.
+    let untracked_ignores_at_launch: HashMap<PathBuf, (Vec<String>, Option<Vec<u8>>)> = ignore_files_at_launch
+        .iter()
+        .filter(|file| !indexes_at_launch.tracked_at_launch(file))
+        .map(|file| {
+            let bytes = git::read_capped(file, true, MAX_IGNORE_FILE_PUT_BACK + 1)
+                .ok()
+                .filter(|bytes| bytes.len() as u64 <= MAX_IGNORE_FILE_PUT_BACK);
+            (file.clone(), (planted::lines_that_run(file, git::is_a_pattern), bytes))
+        })
+        .collect();
     let plant_watch = planted::PlantWatch::start(watched, kept_links.clone(), quarantine.clone());
     // What the launcher binds again if a tool of the user's replaces it while the agent runs (W1).
     let bind_watch = std::env::current_exe().ok().filter(|_| confinement == Confinement::Namespaces).map(|helper| {
@@ -1403,9 +1416,14 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let ((made_trusted, cut_short), (tool_versions, versions_cut_short)) =
         (walked.next().unwrap_or_default(), walked.next().unwrap_or_default());
     let (ignore_files, ignores_cut_short) = walked.next().unwrap_or_default();
-    // A `.git` made in a directory of a skipped name: git shows nothing below it (D2).
-    let made_git_entries: Vec<&PathBuf> =
-        skipped.git_entries.iter().filter(|entry| !git_entries_at_launch.contains(entry)).collect();
+    // A `.git` made anywhere the walks go, in any case: git shows nothing below it (D2, and the
+    // fifty-first re-attack's Y2, Y3, Y6). One of a repository the agent made is said with it.
+    let made_git_entries: Vec<&PathBuf> = skipped
+        .git_entries
+        .iter()
+        .filter(|entry| !git_entries_at_launch.contains(entry))
+        .filter(|entry| !created.iter().any(|made| entry.parent() == Some(made.path.as_path())))
+        .collect();
     for entry in made_git_entries.iter().take(MAX_WARNINGS_EACH) {
         log_line!(
             "aileron: warning: {} made {}: git shows nothing below a `.git`, so what is there (a test file, a \
@@ -1460,11 +1478,12 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         log_line!(
             "aileron: warning: {} holds more than {} entries, so not all of it was looked through for the project \
              files your tools run by themselves (`.envrc`, `.exrc`, `.gdbinit` and gdb's `*-gdb.py`, `.lldbinit`, \
-             mise's configs, `.tool-versions` with a `path:`, a `.gitignore` that hides itself, compiled Python in \
-             `__pycache__`): one {} made there would run at your next use of the tool, or hide from `git status`\n\
+             mise's configs, `.tool-versions` with a `path:`, a `.gitignore` that hides itself, a `.git`, below \
+             which git lists nothing, compiled Python in `__pycache__`): one {} made there would run at your next use \
+             of the tool, or hide from `git status`\n\
              hint: look with `find {} \\( -name '.envrc' -o -name '.exrc' -o -name '.gdbinit' -o -name '*-gdb.*' -o \
-             -name '.lldbinit' -o -name '*mise*.toml' -o -name '.tool-versions' -o -name .gitignore -o -name \
-             '*.pyc' \\)` before you use those tools there (`find … -name '*.pyc' -delete` is safe: Python compiles \
+             -name '.lldbinit' -o -name '*mise*.toml' -o -name '.tool-versions' -o -name .gitignore -o -iname .git -o \
+             -name '*.pyc' \\)` before you use those tools there (`find … -name '*.pyc' -delete` is safe: Python compiles \
              them again)",
             shown(scope),
             allow_list::TRUSTED_WALK_BUDGET,
@@ -1505,6 +1524,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         files.dedup();
         files.into_iter().map(|file| (file.clone(), known(&patterns_at_launch, &file))).collect()
     };
+    let (untracked_ignore_files, tracked_ignore_files): (Vec<PathBuf>, Vec<PathBuf>) =
+        old_ignore_files.into_iter().partition(|file| untracked_ignores_at_launch.contains_key(file));
     let take_outs = [
         (planted::AddedLines::RebaseSteps, todos),
         (planted::AddedLines::IgnorePatterns, of_git_dirs(git::info_exclude)),
@@ -1515,7 +1536,14 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         ),
         (
             planted::AddedLines::SelfHidingLines,
-            old_ignore_files.iter().map(|file| (file.clone(), known(&self_hiding_at_launch, file))).collect(),
+            tracked_ignore_files.iter().map(|file| (file.clone(), known(&self_hiding_at_launch, file))).collect(),
+        ),
+        (
+            planted::AddedLines::UntrackedIgnore,
+            untracked_ignore_files
+                .iter()
+                .map(|file| (file.clone(), untracked_ignores_at_launch[file].0.clone()))
+                .collect(),
         ),
         (
             planted::AddedLines::LocalTools,
@@ -1525,7 +1553,8 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     let mut lines_taken_out = Vec::new();
     for (kind, files) in take_outs {
         for (n, (file, known)) in files.iter().enumerate() {
-            if let Some(taken) = kind.take_out(file, known, &quarantine, n) {
+            let at_launch = untracked_ignores_at_launch.get(file).and_then(|(_, bytes)| bytes.as_deref());
+            if let Some(taken) = kind.take_out(file, known, at_launch, &quarantine, n) {
                 log_line!("aileron: warning: {}", kind.told(agent.name(), &taken));
                 lines_taken_out.push(taken.file);
             }
@@ -1534,8 +1563,9 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     for git_dir in strays.incomplete.iter().take(MAX_WARNINGS_EACH) {
         log_line!(
             "aileron: warning: {} holds too many entries to look through them all for links or special files the \
-             agent left: your git could write through one (a reflog linked to ~/.bashrc)\nhint: before you run git \
-             there, look: find {} -path '*/objects' -prune -o ! -type f ! -type d -print",
+             agent left (your git could write through one: a reflog linked to ~/.bashrc), or test files (`npm test` \
+             runs a `*.test.js` there)\nhint: before you run git or your tests there, look: find {} ! -type f ! -type \
+             d -print -o -type f \\( -name '*.js' -o -name '*.py' -o -name '*.ts' \\) -print",
             shown(git_dir),
             shown(git_dir)
         );
@@ -1618,8 +1648,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             "aileron: warning: what git holds of {} file(s) {} could not write could not be looked at (objects \
              packed or moved in the session, or too many), the first {}: a version of the agent's in a commit it \
              made would be written by your `git restore`, `git stash pop`, `git checkout` or `git rebase --abort` \
-             there\nhint: look at `git log -p --all -- <file>`, `git stash list` and `git status` there before you \
-             run any of those",
+             there, and a pack it wrote can give an object other content than its name says, which `git log -p` and \
+             `git show` then show in place of what is checked out\nhint: run `git fsck` there first (it checks \
+             that every object holds what its name says), then look at `git log -p --all -- <file>`, `git stash \
+             list` and `git status` before you run any of those",
             hidden.versions_unchecked.len(),
             agent.name(),
             shown(&hidden.versions_unchecked[0])
@@ -1685,7 +1717,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         log_line!(
             "aileron: warning: {} holds too many directories to search them all for repositories the agent made: a \
              repository it hid among them would run its config and hooks as you\nhint: before you run git there, look \
-             for new ones: find {} -name HEAD -newer {}",
+             for new ones: find {} \\( -name HEAD -o -iname .git \\) -newer {}",
             shown(root),
             shown(root),
             shown(&root.join(".git"))
@@ -1756,6 +1788,10 @@ fn trust_bundle_path(env: &LaunchEnv, session_id: &str) -> PathBuf {
 /// Where, in the Aileron home (masked from every agent), the git objects each session made are
 /// listed, a file a repository ([`hidden_changes::IndexSnapshot::with_history`]).
 const SESSION_OBJECTS: &str = "launch-objects";
+
+/// An untracked `.gitignore` of at most this size is kept at launch, to be put back at the exit
+/// (a larger one only has the patterns the agent added taken out).
+const MAX_IGNORE_FILE_PUT_BACK: u64 = 1024 * 1024;
 
 /// Host socket files hidden from an agent at most (mounts cost a little each).
 const MAX_HIDDEN_SOCKETS: usize = 2048;

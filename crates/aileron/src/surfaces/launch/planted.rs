@@ -389,16 +389,34 @@ pub enum AddedLines {
     /// Lines the agent added to a `.gitignore` the user had that hide it (the fiftieth
     /// re-attack's E1: `*` added to an uncommitted one hid it and a new test beside it).
     SelfHidingLines,
+    /// Any pattern the agent added to a `.gitignore` no index tracked at launch, whose changes no
+    /// `git status` or `git diff` shows (the fifty-first re-attack's Y4: `conftest.py` appended to
+    /// the user's uncommitted one hid a new `tests/conftest.py`); and the file put back as it was
+    /// when the agent took out or moved a line of the user's (Y5: the negations of a whitelist
+    /// deleted, or its `*` written again after them).
+    UntrackedIgnore,
     /// A version file that runs a tool from a directory of the project (F12, `package.json`'s
     /// strings among them).
     LocalTools,
 }
 
 impl AddedLines {
-    /// Takes out of `file` the lines of this kind not among `known` (those it held at launch);
-    /// the file as it was kept as the `n`th of its kind.
-    pub fn take_out(self, file: &Path, known: &[String], quarantine: &Path, n: usize) -> Option<TakenOut> {
+    /// Takes out of `file` the lines of this kind not among `known` (those it held at launch, as
+    /// many times as it held each); the file as it was kept as the `n`th of its kind. `at_launch`:
+    /// the file's bytes at launch, put back by [`AddedLines::UntrackedIgnore`].
+    pub fn take_out(
+        self,
+        file: &Path,
+        known: &[String],
+        at_launch: Option<&[u8]>,
+        quarantine: &Path,
+        n: usize,
+    ) -> Option<TakenOut> {
         let (kept_as, runs): (&str, fn(&str) -> bool) = match self {
+            AddedLines::UntrackedIgnore => {
+                let kept_as = format!("{n}-gitignore-untracked");
+                return put_back_or_take_out(file, known, at_launch, quarantine, &kept_as);
+            }
             AddedLines::RebaseSteps => ("rebase-todo", super::git::runs_a_command),
             AddedLines::IgnorePatterns => ("info-exclude", super::git::is_a_pattern),
             AddedLines::Attributes => ("info-attributes", super::git::is_a_pattern),
@@ -438,6 +456,21 @@ impl AddedLines {
                 "{agent} added to {file} patterns that hide it from `git status` ({lines}), and with it what it \
                  lists: taken out, left as comments, so it shows; {kept}\nhint: look at what it lists before you run \
                  what is there (`git status --ignored`)"
+            ),
+            AddedLines::UntrackedIgnore if taken.taken.first().is_some_and(|line| line == PUT_BACK) => {
+                let added = &taken.taken[1..];
+                let added = if added.is_empty() { String::new() } else { format!(" and added {}", added.join("; ")) };
+                format!(
+                    "{agent} took out or moved patterns of {file}{added}, and git does not track it, so neither `git \
+                     status` nor `git diff` shows that: put back as it was at launch, so it shows again what it \
+                     showed; the agent's version is {}\nhint: look at what `git status` now shows before you run it",
+                    taken.kept.as_ref().map_or_else(|error| format!("not kept ({error})"), |kept| super::shown(kept))
+                )
+            }
+            AddedLines::UntrackedIgnore => format!(
+                "{agent} added to {file}, which git does not track, so neither `git status` nor `git diff` shows its \
+                 changes, patterns that hide files from `git status` ({lines}): taken out, left as comments, so what \
+                 they hid shows; {kept}\nhint: look at what `git status` now shows before you run it"
             ),
             AddedLines::LocalTools if is_package_json(&taken.file) => format!(
                 "{agent} wrote into {file} a tool to run from a directory of the project ({lines}): mise would run \
@@ -481,24 +514,78 @@ pub fn take_out_lines(
     }
     let bytes = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES).ok()?;
     let text = String::from_utf8_lossy(&bytes).to_string();
-    let added = |line: &str| runs(line) && !known.iter().any(|known| known == line);
-    let lines: Vec<String> = text.lines().filter(|line| added(line)).map(str::to_string).collect();
+    let added = added_lines(&text, runs, known);
+    let lines: Vec<String> = added.iter().filter(|(_, added)| *added).map(|(line, _)| line.to_string()).collect();
     if lines.is_empty() {
         return None;
     }
     let kept = kept_in(quarantine, kept_as, &bytes);
-    let without: String = text
-        .split_inclusive('\n')
-        .map(|line| {
-            if added(line.trim_end_matches(['\n', '\r'])) {
-                format!("{}{line}", super::git::TAKEN_OUT)
-            } else {
-                line.to_string()
-            }
-        })
-        .collect();
-    written_back(file, without.as_bytes())?;
+    written_back(file, without_added(&text, &added).as_bytes())?;
     Some(TakenOut { file: file.to_path_buf(), taken: lines, kept })
+}
+
+/// Each line of `text` (its end taken off) with whether it is added: `runs` holds for it and
+/// `known` held it fewer times before it (a second `*` after the user's one is the agent's).
+fn added_lines<'a>(text: &'a str, runs: fn(&str) -> bool, known: &[String]) -> Vec<(&'a str, bool)> {
+    let mut left: HashMap<&str, usize> = HashMap::new();
+    for line in known {
+        *left.entry(line.as_str()).or_default() += 1;
+    }
+    text.split_inclusive('\n')
+        .map(|line| {
+            let line = line.trim_end_matches(['\n', '\r']);
+            let added = runs(line)
+                && match left.get_mut(line) {
+                    Some(count) if *count > 0 => {
+                        *count -= 1;
+                        false
+                    }
+                    _ => true,
+                };
+            (line, added)
+        })
+        .collect()
+}
+
+/// `text` with each of its [added](added_lines) lines left as a comment.
+fn without_added(text: &str, added: &[(&str, bool)]) -> String {
+    text.split_inclusive('\n')
+        .zip(added)
+        .map(|(line, (_, added))| if *added { format!("{}{line}", super::git::TAKEN_OUT) } else { line.to_string() })
+        .collect()
+}
+
+/// The first of [`TakenOut::taken`] when a file was put back as it was at launch.
+const PUT_BACK: &str = "the file as it was at launch put back";
+
+/// A `.gitignore` no index tracked at launch: put back as it was (`at_launch`) when the agent
+/// took out or moved a pattern of the user's (`known`, in order), which may show less; else the
+/// patterns it added taken out, as [`take_out_lines`] does. One read whole at launch only can be
+/// put back.
+fn put_back_or_take_out(
+    file: &Path,
+    known: &[String],
+    at_launch: Option<&[u8]>,
+    quarantine: &Path,
+    kept_as: &str,
+) -> Option<TakenOut> {
+    let runs: fn(&str) -> bool = super::git::is_a_pattern;
+    let Some(at_launch) = at_launch else { return take_out_lines(file, runs, known, quarantine, kept_as) };
+    let bytes = super::git::read_capped(file, true, MAX_TAKE_OUT_BYTES).ok()?;
+    if bytes == at_launch {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    let added = added_lines(&text, runs, known);
+    let users: Vec<&str> = added.iter().filter(|(line, added)| !added && runs(line)).map(|(line, _)| *line).collect();
+    if users.iter().copied().eq(known.iter().map(String::as_str)) {
+        return take_out_lines(file, runs, known, quarantine, kept_as);
+    }
+    let kept = kept_in(quarantine, kept_as, &bytes);
+    written_back(file, at_launch)?;
+    let mut taken = vec![PUT_BACK.to_string()];
+    taken.extend(added.iter().filter(|(_, added)| *added).map(|(line, _)| line.to_string()));
+    Some(TakenOut { file: file.to_path_buf(), taken, kept })
 }
 
 /// `file` written again as `bytes`, with the mode it had (a `.tool-versions` kept private stays
@@ -1058,6 +1145,50 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// The fifty-first re-attack's Y4 and Y5: a `.gitignore` no index tracks shows none of its
+    /// changes. Any pattern the agent adds is taken out (`conftest.py`, which hid a new test in a
+    /// tracked directory; a second `*` after the user's negations); the file is put back as it was
+    /// when a pattern of the user's was taken out or moved (the negations deleted); a comment
+    /// added, or nothing changed, leaves it be.
+    #[test]
+    fn an_untracked_gitignore_shows_nothing_the_agent_did_to_it() {
+        let temp = tempfile::tempdir().unwrap();
+        let (file, quarantine) = (temp.path().join(".gitignore"), temp.path().join("quarantine"));
+        let whitelist = "# only the sources\n*\n!.gitignore\n!*.js\n";
+        let known = lines_that_run_in(whitelist);
+        let take = |text: &str, n: usize| {
+            std::fs::write(&file, text).unwrap();
+            let taken = AddedLines::UntrackedIgnore.take_out(&file, &known, Some(whitelist.as_bytes()), &quarantine, n);
+            (taken.map(|taken| taken.taken), std::fs::read_to_string(&file).unwrap())
+        };
+        let added = format!("{whitelist}conftest.py\n*\n");
+        let (taken, now) = take(&added, 0);
+        assert_eq!(taken.unwrap(), ["conftest.py", "*"]);
+        let commented = format!("{whitelist}{0}conftest.py\n{0}*\n", crate::surfaces::launch::git::TAKEN_OUT);
+        assert_eq!(now, commented);
+        for (n, changed) in
+            ["# only the sources\n*\n", "*\n!*.js\n!.gitignore\n", "!.gitignore\n!*.js\n*\nx\n"].into_iter().enumerate()
+        {
+            let (taken, now) = take(changed, n + 1);
+            assert_eq!(taken.unwrap()[0], PUT_BACK, "{changed:?}");
+            assert_eq!(now, whitelist, "{changed:?}");
+            let kept = std::fs::read_to_string(quarantine.join(format!("{}-gitignore-untracked", n + 1))).unwrap();
+            assert_eq!(kept, changed, "the agent's version kept");
+        }
+        for unchanged in [whitelist.to_string(), format!("{whitelist}# a note\n\n")] {
+            let (taken, now) = take(&unchanged, 9);
+            assert_eq!(taken, None, "{unchanged:?}");
+            assert_eq!(now, unchanged);
+        }
+        // Without the bytes of launch (a file too large to keep), added patterns are taken out.
+        std::fs::write(&file, "# only the sources\n*\n").unwrap();
+        assert_eq!(AddedLines::UntrackedIgnore.take_out(&file, &known, None, &quarantine, 10), None);
+    }
+
+    fn lines_that_run_in(text: &str) -> Vec<String> {
+        text.lines().filter(|line| crate::surfaces::launch::git::is_a_pattern(line)).map(str::to_string).collect()
+    }
 
     /// The forty-first re-attack's M1 and M2: a version file whose added `path:` line lies past
     /// 4 MiB of padding, or that was made a link to a file of the agent's, read as mise reads it
