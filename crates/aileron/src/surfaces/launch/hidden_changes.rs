@@ -389,6 +389,9 @@ pub struct Hidden {
     /// thirty-ninth re-attack's K1: the user's blob of a hook, rewritten in place, which git
     /// never checks on reading).
     pub forged_objects: Vec<PathBuf>,
+    /// The files of packs written in the session whose entries are not what their indexes name
+    /// (the fifty-second re-attack's F2), and a multi-pack index written in the session.
+    pub forged_packs: Vec<PathBuf>,
 }
 
 impl IndexSnapshot {
@@ -573,6 +576,7 @@ impl IndexSnapshot {
                     let history = self.history.as_ref().map(|history| objects::history_file(history, &dir));
                     let earlier = history.as_deref().map(objects::read_history).unwrap_or_default();
                     let objects = objects::Objects::new(dir.clone(), hash_len, self.launched, earlier);
+                    hidden.forged_packs.extend(objects.forged_packs());
                     let trees = objects.new_commit_trees().map(|scan| {
                         if let Some(history) = &history {
                             objects.write_history(history, scan.made);
@@ -638,6 +642,8 @@ impl IndexSnapshot {
         hidden.staged.dedup();
         hidden.forged_objects.sort();
         hidden.forged_objects.dedup();
+        hidden.forged_packs.sort();
+        hidden.forged_packs.dedup();
         hidden.unchecked.sort();
         hidden.unchecked.dedup();
         hidden.replacements.sort();
@@ -1074,6 +1080,44 @@ mod objects {
                     || packs.into_iter().any(|entry| changed(&entry.path()))
             });
             Objects { dirs, hash_len, launched, packs_changed, earlier }
+        }
+
+        /// The packs written in the session, in each object directory, that do not hold what
+        /// their indexes name ([`super::super::pack::check`]: git reads a pack before the loose
+        /// objects and never checks an entry against its name, the fifty-second re-attack's F2),
+        /// each with the files beside it; and a multi-pack index written in the session, whose
+        /// names and offsets git reads before the packs' own indexes (git reads the packs without
+        /// it). A pack too large to check is left to the warning for packs written in the session.
+        pub fn forged_packs(&self) -> Vec<PathBuf> {
+            use super::super::pack;
+            let mut forged = Vec::new();
+            if !self.packs_changed {
+                return forged;
+            }
+            for dir in &self.dirs {
+                let packs = dir.join("pack");
+                for index in ["multi-pack-index", "multi-pack-index.d"].map(|name| packs.join(name)) {
+                    if changed_since(&index, self.launched) {
+                        forged.push(index);
+                    }
+                }
+                let entries: Vec<PathBuf> = std::fs::read_dir(&packs)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .take(100_000)
+                    .map(|entry| entry.path())
+                    .collect();
+                for idx in entries.iter().filter(|path| path.extension().is_some_and(|extension| extension == "idx")) {
+                    let written =
+                        [idx.clone(), idx.with_extension("pack")].iter().any(|file| changed_since(file, self.launched));
+                    if written && pack::check(idx, self.hash_len) == pack::Checked::Forged {
+                        let stem = idx.with_extension("");
+                        forged.extend(entries.iter().filter(|path| path.with_extension("") == stem).cloned());
+                    }
+                }
+            }
+            forged
         }
 
         /// Where the loose object `id` is, in the first directory holding it as git looks (the
@@ -1970,6 +2014,38 @@ mod tests {
         let mut all = vec![file, readme, short, not_zlib, fifo];
         all.sort();
         assert_eq!(snapshot.hidden().forged_objects, all);
+    }
+
+    /// The fifty-second re-attack's F2: a pack written in the session whose hand-made index names
+    /// the blob the agent committed for a harmless content (git reads packs first, and showed
+    /// that in `git log -p` while the checkout ran the agent's) is named with the files beside
+    /// it, and a multi-pack index written in the session too; the packs `git gc` writes are not.
+    #[test]
+    fn a_pack_written_in_the_session_that_is_not_what_its_index_says_is_named() {
+        use super::super::pack::tests::{head_of, index_of, pack_of};
+        let Some((_temp, repo)) = repository_with_hooks() else { return };
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
+        let user = ["-c", "user.name=U", "-c", "user.email=u@x"];
+        std::fs::write(repo.join("README"), "work\nimport os; os.system('x')\n").unwrap();
+        assert!(git(&repo, &[&user[..], &["commit", "-qam", "docs"]].concat()));
+        assert!(git(&repo, &["gc", "-q"]));
+        assert!(snapshot.hidden().forged_packs.is_empty(), "{:?}", snapshot.hidden().forged_packs);
+        std::fs::write(repo.join("README"), "work\nimport os; os.system('y')\n").unwrap();
+        assert!(git(&repo, &[&user[..], &["commit", "-qam", "more docs"]].concat()));
+        let blob = hex::decode(git_out(&repo, &["rev-parse", "HEAD:README"], &[]).unwrap()).unwrap();
+        let harmless = b"work\n";
+        let pack = pack_of(&head_of(3, harmless.len()), harmless);
+        let stem = repo.join(".git/objects/pack/pack-0000000000000000000000000000000000000000");
+        std::fs::write(stem.with_extension("pack"), &pack).unwrap();
+        std::fs::write(stem.with_extension("idx"), index_of(&blob, &pack[pack.len() - 20..])).unwrap();
+        std::fs::write(stem.with_extension("keep"), "").unwrap();
+        assert_eq!(git_out(&repo, &["show", "HEAD:README"], &[]).unwrap().trim(), "work", "git takes the pack's");
+        let mut named = vec![stem.with_extension("idx"), stem.with_extension("keep"), stem.with_extension("pack")];
+        assert_eq!(snapshot.hidden().forged_packs, named);
+        assert!(git(&repo, &["multi-pack-index", "write"]));
+        named.insert(0, repo.join(".git/objects/pack/multi-pack-index"));
+        assert_eq!(snapshot.hidden().forged_packs, named);
     }
 
     /// The thirty-eighth re-attack's J5: a commit graph written in the session (a cache git reads

@@ -43,6 +43,7 @@ mod hidden_changes;
 mod home_view;
 pub mod jsonc;
 pub mod network;
+mod pack;
 mod planted;
 mod reftable;
 mod repositories;
@@ -1611,6 +1612,24 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             agent.name(),
             hidden.forged_objects.len(),
             shown(&hidden.forged_objects[0]),
+            shown(&quarantine)
+        );
+    }
+    // A pack of git's objects written in the session whose index names an object for other
+    // content (the fifty-second re-attack's F2): git shows and checks out what the pack holds.
+    // Moved aside, and said.
+    if !hidden.forged_packs.is_empty() {
+        let mut moved = Vec::new();
+        planted::move_all(&hidden.forged_packs, &[], &quarantine, &mut moved);
+        log_line!(
+            "aileron: warning: {} wrote a pack of git's objects whose index names objects for other content than \
+             the pack holds, or a multi-pack index ({} file(s), the first {}): git takes what the pack holds for what \
+             the name says, so `git log -p` and `git show` showed other content than was committed, and your next \
+             checkout would write it; moved to {} (git may call some objects missing)\nhint: run `git fsck` there; \
+             get missing objects back from a remote (`git fetch`) or a backup",
+            agent.name(),
+            hidden.forged_packs.len(),
+            shown(&hidden.forged_packs[0]),
             shown(&quarantine)
         );
     }

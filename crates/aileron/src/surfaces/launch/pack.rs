@@ -1,0 +1,437 @@
+//! A pack of git's objects held against the names its index gives them, without running git.
+//!
+//! Git looks an object up in the packs before the loose objects and never checks a packed
+//! entry against its name on reading: a one-object pack with a hand-made `.idx` naming the blob
+//! the agent committed made `git log -p` and `git show` show a harmless diff of a file whose
+//! checked-out version ran the agent's code (the fifty-second re-attack's F2; the thirty-ninth's
+//! K1, a rewritten loose object, through a pack). What `git index-pack --verify` does is done
+//! here for the packs written in the session: every entry the index names is inflated, its
+//! deltas applied, and its name computed.
+
+use std::collections::HashMap;
+use std::io::Read as _;
+use std::path::Path;
+
+use super::git;
+
+/// A pack against its index.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// Every name the index gives is the name of what the pack holds there.
+    True,
+    /// A name the index gives is not what the pack holds there, or the pack is not one git
+    /// writes (an entry that does not parse, a delta on a base outside the pack, an offset past
+    /// its end): git would take what it finds for what the name says.
+    Forged,
+    /// Past what is read here ([`MAX_PACK_BYTES`], [`MAX_INFLATED_BYTES`]).
+    TooLarge,
+}
+
+/// The largest pack read whole to be checked.
+pub const MAX_PACK_BYTES: u64 = 256 << 20;
+/// The most a pack's entries are inflated to, in all (a zlib stream of a few KiB can inflate to
+/// many GiB).
+const MAX_INFLATED_BYTES: usize = 1 << 30;
+/// The longest chain of deltas followed (git's own `pack.depth` is at most 4095).
+const MAX_DELTA_CHAIN: usize = 4096;
+
+/// The pack beside `idx` (`pack-<sum>.idx` and `pack-<sum>.pack`), for object names of
+/// `hash_len` bytes.
+pub fn check(idx: &Path, hash_len: usize) -> Checked {
+    let pack_file = idx.with_extension("pack");
+    let too_large = |path: &Path| std::fs::metadata(path).is_ok_and(|metadata| metadata.len() > MAX_PACK_BYTES);
+    if too_large(idx) || too_large(&pack_file) {
+        return Checked::TooLarge;
+    }
+    let (Ok(index), Ok(pack)) =
+        (git::read_capped(idx, true, MAX_PACK_BYTES), git::read_capped(&pack_file, true, MAX_PACK_BYTES))
+    else {
+        return Checked::Forged;
+    };
+    let Some(entries) = index_entries(&index, hash_len) else { return Checked::Forged };
+    if pack.len() < 12 || &pack[..4] != b"PACK" {
+        return Checked::Forged;
+    }
+    let at: HashMap<&[u8], u64> = entries.iter().map(|(name, offset)| (name.as_slice(), *offset)).collect();
+    let mut reader = Reader { pack: &pack, hash_len, at, objects: HashMap::new(), inflated: 0 };
+    for (name, offset) in &entries {
+        match reader.object(*offset) {
+            Ok((kind, body)) if git::object_name(kind.name(), &body, hash_len) == *name => {}
+            Ok(_) | Err(Unread::Broken) => return Checked::Forged,
+            Err(Unread::TooLarge) => return Checked::TooLarge,
+        }
+    }
+    Checked::True
+}
+
+/// The names and offsets an index gives, as git reads a version 2 index (`\377tOc`, 2) and a
+/// version 1 one (no header; each offset beside its name); `None` when it is neither.
+fn index_entries(index: &[u8], hash_len: usize) -> Option<Vec<(Vec<u8>, u64)>> {
+    let word = |at: usize| -> Option<u32> { Some(u32::from_be_bytes(index.get(at..at + 4)?.try_into().ok()?)) };
+    let v2 = index.starts_with(b"\xfftOc");
+    let fanout = if v2 { 8 } else { 0 };
+    if v2 && word(4)? != 2 {
+        return None;
+    }
+    let count = usize::try_from(word(fanout + 255 * 4)?).ok()?;
+    let names_at = fanout + 256 * 4;
+    let mut entries = Vec::with_capacity(count.min(1 << 20));
+    if !v2 {
+        for n in 0..count {
+            let at = names_at + n * (4 + hash_len);
+            let offset = u64::from(word(at)?);
+            entries.push((index.get(at + 4..at + 4 + hash_len)?.to_vec(), offset));
+        }
+        return Some(entries);
+    }
+    let offsets_at = names_at + count.checked_mul(hash_len + 4)?;
+    let large_at = offsets_at + count * 4;
+    for n in 0..count {
+        let name = index.get(names_at + n * hash_len..names_at + (n + 1) * hash_len)?.to_vec();
+        let small = word(offsets_at + n * 4)?;
+        let offset = if small & 0x8000_0000 == 0 {
+            u64::from(small)
+        } else {
+            let at = large_at + usize::try_from(small & 0x7fff_ffff).ok()? * 8;
+            u64::from_be_bytes(index.get(at..at + 8)?.try_into().ok()?)
+        };
+        entries.push((name, offset));
+    }
+    Some(entries)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Commit,
+    Tree,
+    Blob,
+    Tag,
+}
+
+impl Kind {
+    fn name(self) -> &'static [u8] {
+        match self {
+            Kind::Commit => b"commit",
+            Kind::Tree => b"tree",
+            Kind::Blob => b"blob",
+            Kind::Tag => b"tag",
+        }
+    }
+}
+
+enum Unread {
+    Broken,
+    TooLarge,
+}
+
+/// An entry's head: what it is, and where its data starts.
+enum Entry {
+    Whole(Kind),
+    /// A delta on the entry at that offset.
+    OnOffset(u64),
+    /// A delta on the object of that name.
+    OnName(Vec<u8>),
+}
+
+struct Reader<'a> {
+    pack: &'a [u8],
+    hash_len: usize,
+    /// Where the index says each name is.
+    at: HashMap<&'a [u8], u64>,
+    /// The entries inflated so far, by offset (a delta's base is often another's).
+    objects: HashMap<u64, (Kind, std::rc::Rc<Vec<u8>>)>,
+    inflated: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// What the entry at `offset` holds, its deltas applied.
+    fn object(&mut self, offset: u64) -> Result<(Kind, std::rc::Rc<Vec<u8>>), Unread> {
+        // The chain down to a whole object, then back up applying each delta.
+        let mut chain: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut at = offset;
+        let (kind, mut body) = loop {
+            if let Some((kind, body)) = self.objects.get(&at) {
+                break (*kind, body.clone());
+            }
+            if chain.len() > MAX_DELTA_CHAIN || chain.iter().any(|(seen, _)| *seen == at) {
+                return Err(Unread::Broken);
+            }
+            let (entry, data) = self.head(at)?;
+            let inflated = self.inflate(data)?;
+            match entry {
+                Entry::Whole(kind) => {
+                    let body = std::rc::Rc::new(inflated);
+                    self.objects.insert(at, (kind, body.clone()));
+                    break (kind, body);
+                }
+                Entry::OnOffset(base) => {
+                    chain.push((at, inflated));
+                    at = base;
+                }
+                Entry::OnName(name) => {
+                    // A base outside the pack: a thin pack, which git completes before it keeps one.
+                    let Some(&base) = self.at.get(name.as_slice()) else { return Err(Unread::Broken) };
+                    chain.push((at, inflated));
+                    at = base;
+                }
+            }
+        };
+        while let Some((at, delta)) = chain.pop() {
+            body = std::rc::Rc::new(applied(&body, &delta).ok_or(Unread::Broken)?);
+            self.objects.insert(at, (kind, body.clone()));
+        }
+        Ok((kind, body))
+    }
+
+    /// The head of the entry at `offset`, and the bytes after it.
+    fn head(&self, offset: u64) -> Result<(Entry, &'a [u8]), Unread> {
+        let pack: &'a [u8] = self.pack;
+        let start = usize::try_from(offset).map_err(|_| Unread::Broken)?;
+        if start < 12 || start >= self.pack.len() {
+            return Err(Unread::Broken);
+        }
+        let mut bytes = self.pack[start..].iter().copied().enumerate();
+        let (_, first) = bytes.next().ok_or(Unread::Broken)?;
+        let mut byte = first;
+        // The size (a varint after the kind); the inflated length is checked by the delta or hash.
+        while byte & 0x80 != 0 {
+            (_, byte) = bytes.next().ok_or(Unread::Broken)?;
+        }
+        let mut used = bytes.next().map_or(self.pack.len() - start, |(used, _)| used);
+        let entry = match (first >> 4) & 7 {
+            1 => Entry::Whole(Kind::Commit),
+            2 => Entry::Whole(Kind::Tree),
+            3 => Entry::Whole(Kind::Blob),
+            4 => Entry::Whole(Kind::Tag),
+            6 => {
+                let mut byte = *self.pack.get(start + used).ok_or(Unread::Broken)?;
+                used += 1;
+                let mut back = u64::from(byte & 0x7f);
+                while byte & 0x80 != 0 {
+                    byte = *self.pack.get(start + used).ok_or(Unread::Broken)?;
+                    used += 1;
+                    back = back.checked_add(1).and_then(|back| back.checked_mul(128)).ok_or(Unread::Broken)?
+                        | u64::from(byte & 0x7f);
+                }
+                Entry::OnOffset(offset.checked_sub(back).filter(|_| back > 0).ok_or(Unread::Broken)?)
+            }
+            7 => {
+                let name = self.pack.get(start + used..start + used + self.hash_len).ok_or(Unread::Broken)?;
+                used += self.hash_len;
+                Entry::OnName(name.to_vec())
+            }
+            _ => return Err(Unread::Broken),
+        };
+        Ok((entry, &pack[start + used..]))
+    }
+
+    /// The zlib stream at the start of `data`, inflated.
+    fn inflate(&mut self, data: &[u8]) -> Result<Vec<u8>, Unread> {
+        let left = MAX_INFLATED_BYTES.saturating_sub(self.inflated);
+        let mut out = Vec::new();
+        let read = flate2::bufread::ZlibDecoder::new(data).take(left as u64 + 1).read_to_end(&mut out);
+        read.map_err(|_| Unread::Broken)?;
+        if out.len() > left {
+            return Err(Unread::TooLarge);
+        }
+        self.inflated += out.len();
+        Ok(out)
+    }
+}
+
+/// `delta` applied to `base`, as git's `patch_delta` does; `None` when it does not apply.
+fn applied(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
+    let mut at = 0;
+    let mut size = || -> Option<usize> {
+        let (mut value, mut shift) = (0usize, 0);
+        loop {
+            let byte = *delta.get(at)?;
+            at += 1;
+            value |= usize::from(byte & 0x7f).checked_shl(shift)?;
+            shift += 7;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+    };
+    let (base_size, size) = (size()?, size()?);
+    if base_size != base.len() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(size.min(MAX_INFLATED_BYTES));
+    while at < delta.len() {
+        let op = delta[at];
+        at += 1;
+        if op & 0x80 != 0 {
+            let mut field = |bits: u8, count: usize| -> Option<usize> {
+                let mut value = 0usize;
+                for n in 0..count {
+                    if op & (bits << n) != 0 {
+                        value |= usize::from(*delta.get(at)?) << (8 * n);
+                        at += 1;
+                    }
+                }
+                Some(value)
+            };
+            let offset = field(0x01, 4)?;
+            let length = match field(0x10, 3)? {
+                0 => 0x10000,
+                length => length,
+            };
+            out.extend_from_slice(base.get(offset..offset.checked_add(length)?)?);
+        } else if op != 0 {
+            out.extend_from_slice(delta.get(at..at + usize::from(op))?);
+            at += usize::from(op);
+        } else {
+            return None;
+        }
+        if out.len() > size {
+            return None;
+        }
+    }
+    (out.len() == size).then_some(out)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::io::Write as _;
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    use super::*;
+
+    fn git(repo: &Path, args: &[&str]) -> Option<String> {
+        let output = Command::new("git")
+            .args(["-c", "user.name=U", "-c", "user.email=u@x"])
+            .args(args)
+            .current_dir(repo)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .ok()?;
+        output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+    }
+
+    fn packs(repo: &Path) -> Vec<PathBuf> {
+        let dir = repo.join(".git/objects/pack");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|extension| extension == "idx"))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// A version 2 index for one object at offset 12, as git lays one out.
+    pub(in crate::surfaces::launch) fn index_of(name: &[u8], pack_sum: &[u8]) -> Vec<u8> {
+        let mut index = b"\xfftOc\0\0\0\x02".to_vec();
+        for bucket in 0..256u32 {
+            index.extend_from_slice(&u32::from(bucket >= u32::from(name[0])).to_be_bytes());
+        }
+        index.extend_from_slice(name);
+        index.extend_from_slice(&[0; 4]);
+        index.extend_from_slice(&12u32.to_be_bytes());
+        index.extend_from_slice(pack_sum);
+        let sum = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &index);
+        index.extend_from_slice(sum.as_ref());
+        index
+    }
+
+    /// An entry's head as git writes it: the kind in bits 4 to 6, the size in the rest.
+    pub(in crate::surfaces::launch) fn head_of(kind: u8, size: usize) -> Vec<u8> {
+        let (mut byte, mut size, mut head) = ((kind << 4) | (size & 0x0f) as u8, size >> 4, Vec::new());
+        while size > 0 {
+            head.push(byte | 0x80);
+            byte = (size & 0x7f) as u8;
+            size >>= 7;
+        }
+        head.push(byte);
+        head
+    }
+
+    /// A pack of one entry (`head` then a zlib stream of `body`), with its trailing sum.
+    pub(in crate::surfaces::launch) fn pack_of(head: &[u8], body: &[u8]) -> Vec<u8> {
+        let mut pack = b"PACK\0\0\0\x02\0\0\0\x01".to_vec();
+        pack.extend_from_slice(head);
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zlib.write_all(body).unwrap();
+        pack.extend_from_slice(&zlib.finish().unwrap());
+        let sum = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &pack);
+        pack.extend_from_slice(sum.as_ref());
+        pack
+    }
+
+    /// Packs git writes, deltas and all, hold what their indexes name; a one-object pack whose
+    /// hand-made index names the blob the agent committed with a harmless content in its place
+    /// (the fifty-second re-attack's F2), one whose delta's base lies outside it, and one that
+    /// does not parse, are forged; git itself shows the forged content.
+    #[test]
+    fn a_pack_is_held_against_the_names_its_index_gives() {
+        let temp = tempfile::tempdir().unwrap();
+        let repo = temp.path();
+        if git(repo, &["init", "-q"]).is_none() {
+            return;
+        }
+        let mut text = String::new();
+        for n in 0..40 {
+            text.push_str(&format!("line {n} of a file that changes a little each time\n"));
+            std::fs::write(repo.join("app.py"), &text).unwrap();
+            git(repo, &["add", "app.py"]).unwrap();
+            git(repo, &["commit", "-qm", &format!("c{n}")]).unwrap();
+        }
+        git(repo, &["repack", "-adfq", "--depth=50", "--window=50"]).unwrap();
+        let written = packs(repo);
+        assert_eq!(written.len(), 1);
+        assert_eq!(check(&written[0], 20), Checked::True);
+
+        // The agent's: `app.py` with a line that runs, committed; a pack naming its blob with
+        // the harmless version.
+        std::fs::write(repo.join("app.py"), format!("{text}import os; os.system('x')\n")).unwrap();
+        git(repo, &["add", "app.py"]).unwrap();
+        git(repo, &["commit", "-qm", "docstring"]).unwrap();
+        let blob = hex::decode(git(repo, &["rev-parse", "HEAD:app.py"]).unwrap()).unwrap();
+        let harmless = format!("\"\"\"Helpers.\"\"\"\n{text}");
+        let pack = pack_of(&head_of(3, harmless.len()), harmless.as_bytes());
+        let stem = repo.join(".git/objects/pack/pack-forged");
+        std::fs::write(stem.with_extension("pack"), &pack).unwrap();
+        std::fs::write(stem.with_extension("idx"), index_of(&blob, &pack[pack.len() - 20..])).unwrap();
+        let shown = git(repo, &["show", "HEAD:app.py"]).unwrap();
+        assert!(shown.starts_with("\"\"\"Helpers"), "git takes the pack's content: {shown}");
+        assert_eq!(check(&stem.with_extension("idx"), 20), Checked::Forged);
+        assert_eq!(check(&written[0], 20), Checked::True);
+
+        // The same content, true to its name, is not.
+        let true_name = git::object_name(b"blob", harmless.as_bytes(), 20);
+        std::fs::write(stem.with_extension("idx"), index_of(&true_name, &pack[pack.len() - 20..])).unwrap();
+        assert_eq!(check(&stem.with_extension("idx"), 20), Checked::True);
+
+        // A delta on a base outside the pack (kind 7, the base's name, then the delta).
+        let delta = [5u8, 5, 0x05, b'h', b'e', b'l', b'l', b'o'];
+        let mut head = head_of(7, delta.len());
+        head.extend_from_slice(&blob);
+        let pack = pack_of(&head, &delta);
+        std::fs::write(stem.with_extension("pack"), &pack).unwrap();
+        std::fs::write(stem.with_extension("idx"), index_of(&true_name, &pack[pack.len() - 20..])).unwrap();
+        assert_eq!(check(&stem.with_extension("idx"), 20), Checked::Forged);
+
+        // Not a pack at all.
+        std::fs::write(stem.with_extension("pack"), b"PACK but nothing after").unwrap();
+        assert_eq!(check(&stem.with_extension("idx"), 20), Checked::Forged);
+    }
+
+    /// Git's delta instructions: a copy of the base (offset and length each in as many bytes as
+    /// its bits say, 0 meaning 0x10000), an insert, and a delta whose sizes do not match.
+    #[test]
+    fn a_delta_is_applied_as_git_applies_it() {
+        let base = b"0123456789";
+        // Base size 10, result size 7: copy 3 bytes from offset 2, insert "abcd".
+        let delta = [10, 7, 0x80 | 0x01 | 0x10, 2, 3, 4, b'a', b'b', b'c', b'd'];
+        assert_eq!(applied(base, &delta).unwrap(), b"234abcd");
+        assert_eq!(applied(base, &[9, 7, 0x04, b'a', b'b', b'c', b'd']), None, "the base's size");
+        assert_eq!(applied(base, &[10, 8, 0x04, b'a', b'b', b'c', b'd']), None, "the result's size");
+        assert_eq!(applied(base, &[10, 3, 0x80 | 0x01 | 0x10, 9, 3]), None, "a copy past the base");
+        assert_eq!(applied(base, &[10, 1, 0x00]), None, "the reserved instruction");
+    }
+}
