@@ -6148,7 +6148,8 @@ fn test_files_below_a_git_of_any_case_are_not_left_unsaid() {
     std::fs::write(rig.user_home().join(".gdbinit"), "add-auto-load-safe-path /\n").unwrap();
     let script = "#!/bin/sh\necho x > .git/cache.test.js\nmkdir -p .git/objects/ab lib/.tox/.git lib/.Git \
                   helpers/target/.git\necho x > .git/objects/ab/x.test.mjs\necho x > lib/.tox/.git/a.test.js\n\
-                  echo x > lib/.Git/b.test.js\necho x > helpers/target/.git/c.test.js\n";
+                  echo x > lib/.Git/b.test.js\necho x > helpers/target/.git/c.test.js\n\
+                  mkdir -p .git/objects/g/info && printf '\"g\" g\\n' > .git/objects/info/alternates\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
@@ -6163,6 +6164,10 @@ fn test_files_below_a_git_of_any_case_are_not_left_unsaid() {
         assert!(said.contains(&warned), "{made}: {said}");
     }
     assert!(!said.contains(&format!("made {}:", work.join(".git").display())), "the user's own: {said}");
+    // An alternate the agent added (the fifty-fourth re-attack's Z4): the list put back as it was.
+    let alternates = work.join(".git/objects/info/alternates");
+    assert!(said.contains(&format!("changed {}, which has git read objects", alternates.display())), "{said}");
+    assert!(!alternates.exists(), "{said}");
 }
 
 /// The forty-fourth re-attack's Q9: Python imports a `__pycache__/*.pyc` in place of its source

@@ -1084,11 +1084,8 @@ pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
 
 /// The object directories `objects` borrows from (its `info/alternates`, as `git clone
 /// --reference` or `--shared` leaves it), and theirs in turn to git's depth of five: git reads
-/// objects and a commit graph from each as from its own. Each line a path, relative to the
-/// directory it borrows for, C-quoted when it starts with `"`; `#` starts a comment. A line ends
-/// at `\n` alone: git keeps a `\r` before it in the path (the fifty-second re-attack's G1 named
-/// an alternate `g\r`, whose commit graph gave the user's own commit the agent's tree, while the
-/// exit looked for one in `g`).
+/// objects and a commit graph from each as from its own. Read as git's `parse_alt_odb_entry`
+/// reads the file ([`alternates_named`]).
 pub fn alternate_object_dirs(objects: &Path) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt as _;
     let mut found: Vec<PathBuf> = Vec::new();
@@ -1097,14 +1094,7 @@ pub fn alternate_object_dirs(objects: &Path) -> Vec<PathBuf> {
         let mut next = Vec::new();
         for dir in &level {
             let Ok(text) = read_limited(&dir.join("info/alternates"), true) else { continue };
-            for line in text.split(|&byte| byte == b'\n') {
-                if line.is_empty() || line[0] == b'#' {
-                    continue;
-                }
-                let named = match line.strip_prefix(b"\"") {
-                    Some(quoted) => unquoted(quoted),
-                    None => line.to_vec(),
-                };
+            for named in alternates_named(&text) {
                 // (As named: the caller takes out the `..`s.)
                 let path = dir.join(std::ffi::OsStr::from_bytes(&named));
                 if path != objects && !found.contains(&path) && found.len() < 64 {
@@ -1118,42 +1108,80 @@ pub fn alternate_object_dirs(objects: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// A C-quoted name after its opening quote, as git writes one (`\\`, `\"`, `\n`, `\t`, `\ooo`),
-/// up to its closing quote.
-fn unquoted(quoted: &[u8]) -> Vec<u8> {
+/// The file listing the object directories the repository of `git_dir` borrows.
+pub fn alternates_file(git_dir: &Path) -> PathBuf {
+    shared_dir(git_dir).join("objects/info/alternates")
+}
+
+/// The paths an `info/alternates` names, as git reads them: the file as a C string (up to its
+/// first NUL); an entry ends at `\n` alone (a `\r` before it is part of the path); `#` starts a
+/// comment; an entry starting with `"` is C-quoted when it unquotes ([`unquote_c_style`]), and
+/// the next entry then starts one byte after its closing quote, whatever that byte is (`"x" g` is
+/// `x` and `g`); one that does not unquote is taken as written, quotes and all. The fifty-second
+/// re-attack's G1 (`g\r`) and the fifty-fourth's Z4 (`"x" g`, `g\0`, `"g\q"`) each named an
+/// alternate whose commit graph gave the user's own commit the agent's tree while the exit looked
+/// elsewhere.
+fn alternates_named(text: &[u8]) -> Vec<Vec<u8>> {
+    let text = text.split(|&byte| byte == 0).next().unwrap_or_default();
+    let mut named = Vec::new();
+    let mut at = 0;
+    while at < text.len() {
+        let rest = &text[at..];
+        let line_end = rest.iter().position(|&byte| byte == b'\n').unwrap_or(rest.len());
+        let (entry, used) = if rest[0] == b'#' {
+            (Vec::new(), line_end)
+        } else if let Some((unquoted, after)) = (rest[0] == b'"').then(|| unquote_c_style(&rest[1..])).flatten() {
+            (unquoted, 1 + after)
+        } else {
+            (rest[..line_end].to_vec(), line_end)
+        };
+        // The separator (or whatever byte follows a quoted entry) is skipped.
+        at += (used + 1).min(rest.len());
+        if !entry.is_empty() {
+            named.push(entry);
+        }
+    }
+    named
+}
+
+/// A C-quoted string after its opening quote, as git's `unquote_c_style` reads it: `\\`, `\"`,
+/// `\a`, `\b`, `\f`, `\n`, `\r`, `\t`, `\v` and three octal digits (the first 0 to 3); with how
+/// many bytes it took, its closing quote included. `None` for any other escape or no closing
+/// quote (git then takes the text as written).
+fn unquote_c_style(quoted: &[u8]) -> Option<(Vec<u8>, usize)> {
     let mut out = Vec::with_capacity(quoted.len());
-    let mut bytes = quoted.iter().copied().peekable();
-    while let Some(byte) = bytes.next() {
+    let mut at = 0;
+    loop {
+        let byte = *quoted.get(at)?;
+        at += 1;
         match byte {
-            b'"' => break,
-            b'\\' => match bytes.next() {
-                Some(b'n') => out.push(b'\n'),
-                Some(b't') => out.push(b'\t'),
-                Some(b'r') => out.push(b'\r'),
-                Some(b'a') => out.push(0x07),
-                Some(b'b') => out.push(0x08),
-                Some(b'f') => out.push(0x0c),
-                Some(b'v') => out.push(0x0b),
-                Some(digit @ b'0'..=b'3') => {
-                    let mut value = u32::from(digit - b'0');
-                    for _ in 0..2 {
-                        match bytes.peek() {
-                            Some(next @ b'0'..=b'7') => {
-                                value = value * 8 + u32::from(next - b'0');
-                                bytes.next();
-                            }
-                            _ => break,
+            b'"' => return Some((out, at)),
+            b'\\' => {
+                let escaped = *quoted.get(at)?;
+                at += 1;
+                out.push(match escaped {
+                    b'a' => 0x07,
+                    b'b' => 0x08,
+                    b'f' => 0x0c,
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    b'v' => 0x0b,
+                    b'\\' | b'"' => escaped,
+                    b'0'..=b'3' => {
+                        let digits = quoted.get(at..at + 2)?;
+                        if !digits.iter().all(|digit| (b'0'..=b'7').contains(digit)) {
+                            return None;
                         }
+                        at += 2;
+                        ((escaped - b'0') << 6) | ((digits[0] - b'0') << 3) | (digits[1] - b'0')
                     }
-                    out.push(value as u8);
-                }
-                Some(other) => out.push(other),
-                None => break,
-            },
+                    _ => return None,
+                });
+            }
             other => out.push(other),
         }
     }
-    out
 }
 
 /// Git's mode for a submodule (a "gitlink") in its index.
@@ -1525,7 +1553,9 @@ fn walk(
             }
             let Ok(kind) = entry.file_type() else { continue };
             let path = entry.path();
-            let code = kind.is_file() && is_code_for_a_runner(&entry.file_name());
+            // A link too, wherever it leads (the fifty-fourth re-attack's Z1: `objects/info/
+            // cache.test.js` led to a payload beside it, and `node --test` followed it).
+            let code = (kind.is_file() || kind.is_symlink()) && is_code_for_a_runner(&entry.file_name());
             if code || (look == Look::All && is_stray(kind)) {
                 found.insert(path);
             } else if kind.is_dir() && !skipped.contains(&path) {
@@ -1945,6 +1975,20 @@ mod tests {
         let found = alternate_object_dirs(&objects);
         let expected: Vec<PathBuf> = vec![objects.join("g\r"), objects.join("q\tx"), PathBuf::from("/abs")];
         assert_eq!(found, expected);
+        // The fifty-fourth re-attack's Z4, each as `git count-objects -v` names it: after a quoted
+        // entry git reads on one byte after the quote; the file ends at a NUL; a bad escape or no
+        // closing quote is the text as written; three octal digits are a byte.
+        for (text, named) in [
+            (&b"\"x\" g\n"[..], &[&b"x"[..], b"g"][..]),
+            (b"\"x\"\ng\n", &[b"x", b"g"]),
+            (b"g\0h\nk\n", &[b"g"]),
+            (b"\"g\\q\"\n", &[b"\"g\\q\""]),
+            (b"\"g\\1x\"\n", &[b"\"g\\1x\""]),
+            (b"\"g\\101\"\n", &[b"gA"]),
+            (b"\"open\n", &[b"\"open"]),
+        ] {
+            assert_eq!(alternates_named(text), named.to_vec(), "{:?}", String::from_utf8_lossy(text));
+        }
     }
 
     /// The fifty-first re-attack's Y1: `node --test` enters a `.git` (its `objects/` too), and
@@ -1972,7 +2016,14 @@ mod tests {
             std::fs::write(git.join(own), "x").unwrap();
         }
         std::os::unix::fs::symlink("../pack", git.join("objects/ab/linked")).unwrap();
-        let planted = ["cache.test.js", "objects/ab/x.test.mjs", "rr-cache/1f/conftest.py", "refs/heads/spec.TS"];
+        std::os::unix::fs::symlink("payload", git.join("objects/ab/linked.test.js")).unwrap();
+        let planted = [
+            "cache.test.js",
+            "objects/ab/x.test.mjs",
+            "objects/ab/linked.test.js",
+            "rr-cache/1f/conftest.py",
+            "refs/heads/spec.TS",
+        ];
         for file in planted {
             std::fs::write(git.join(file), "x").unwrap();
         }

@@ -519,8 +519,17 @@ impl IndexSnapshot {
             let mut unnamed = false;
             let protected = |path: &Path| recorded.protected.iter().any(|bound| path.starts_with(bound));
             let mut staged = Vec::new();
+            let mut marked_and_changed = Vec::new();
             let unread = read_named(&recorded.git_dir, hash_len, &mut budget, |entry| {
                 if recorded.entries.contains(&self.key(entry)) {
+                    // An entry the user had marked so that git does not look at its file: a
+                    // change the agent makes to the file shows in no `git status` (the
+                    // fifty-fourth re-attack's Z5 added `conftest.py` to a `.gitignore` so marked).
+                    let marked = entry.flags() & ASSUME_UNCHANGED != 0 || entry.extended & SKIP_WORKTREE != 0;
+                    let path = recorded.worktree.join(std::ffi::OsStr::from_bytes(entry.name));
+                    if marked && !entry.name.is_empty() && git::changed_since(&path, self.launched) {
+                        marked_and_changed.push(path);
+                    }
                     return;
                 }
                 let path = recorded.worktree.join(std::ffi::OsStr::from_bytes(entry.name));
@@ -540,6 +549,7 @@ impl IndexSnapshot {
                 }
             });
             hidden.unchecked.extend(unread);
+            hidden.files.extend(marked_and_changed);
             if unnamed {
                 hidden.unchecked.push(recorded.git_dir.join("index"));
             }
@@ -2014,6 +2024,26 @@ mod tests {
         let mut all = vec![file, readme, short, not_zlib, fifo];
         all.sort();
         assert_eq!(snapshot.hidden().forged_objects, all);
+    }
+
+    /// The fifty-fourth re-attack's Z5: a tracked file the user had marked `--assume-unchanged`
+    /// or `--skip-worktree` before the launch, whose index entry the agent need not touch: a
+    /// change to the file is named; one the agent did not make is not.
+    #[test]
+    fn a_change_to_a_file_the_user_had_marked_is_named() {
+        let Some((_temp, repo)) = repository() else { return };
+        std::fs::write(repo.join(".gitignore"), "__pycache__/\n").unwrap();
+        std::fs::write(repo.join("local.cfg"), "x\n").unwrap();
+        assert!(git(&repo, &["add", ".gitignore", "local.cfg"]));
+        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "ignore"]));
+        assert!(git(&repo, &["update-index", "--assume-unchanged", ".gitignore"]));
+        assert!(git(&repo, &["update-index", "--skip-worktree", "local.cfg"]));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
+        assert_eq!(snapshot.hidden(), Hidden::default(), "the user's marks alone");
+        std::fs::write(repo.join(".gitignore"), "__pycache__/\nconftest.py\n").unwrap();
+        assert!(!status(&repo).contains(".gitignore"), "git status hides it");
+        assert_eq!(snapshot.hidden().files, vec![repo.join(".gitignore")]);
     }
 
     /// The fifty-second re-attack's F2: a pack written in the session whose hand-made index names

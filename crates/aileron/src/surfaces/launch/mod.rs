@@ -1293,6 +1293,16 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
     });
     let quarantine = home.quarantine_dir().join(&wiring.session_id);
     let strays_at_launch = git::strays_in(&existing_git_dirs).found;
+    // And each repository's list of the object directories it borrows (`info/alternates`), to
+    // put back as it was: git reads objects and a commit graph from each as the repository's own
+    // (the fifty-second re-attack's G1, the fifty-fourth's Z4), and an agent needs none.
+    let alternates_at_launch: Vec<(PathBuf, Option<Vec<u8>>)> = {
+        let mut files: Vec<PathBuf> = existing_git_dirs.iter().map(|dir| git::alternates_file(dir)).collect();
+        files.sort();
+        files.dedup();
+        // (One that is not a small regular file at launch is the user's to keep as it is.)
+        files.into_iter().filter_map(|file| Some((file.clone(), planted::file_as_it_is(&file).ok()?))).collect()
+    };
     // What in a rebase's todo list and a `.tool-versions` runs something, at launch (F9, F12).
     let todo = |git_dir: &PathBuf| git_dir.join(git::REBASE_TODO);
     let rebase_commands_at_launch: HashMap<PathBuf, Vec<String>> = git::with_linked_worktrees(&existing_git_dirs)
@@ -1396,6 +1406,21 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         strays.found.into_iter().filter(|stray| !strays_at_launch.contains(stray) && !kept.contains(stray)).collect();
     left.sort();
     planted::move_all(&left, &[], &quarantine, &mut quarantined);
+    for (file, at_launch) in &alternates_at_launch {
+        if let Some(taken) = planted::put_back_whole(file, at_launch.as_deref(), &quarantine) {
+            log_line!(
+                "aileron: warning: {} changed {}, which has git read objects from other directories as the \
+                 repository's own (a commit graph there gives your commits other content in `git status` and `git \
+                 log`): put back as it was at launch; {}\nhint: run `git fsck` there",
+                agent.name(),
+                shown(file),
+                match &taken.kept {
+                    Ok(kept) => format!("the agent's version is {}", shown(kept)),
+                    Err(why) => format!("the agent's version was not kept ({why})"),
+                }
+            );
+        }
+    }
     // A project file the user's gdb, vim, lldb or direnv runs unasked, made anywhere below where
     // their settings trust it while the agent ran (the thirty-fifth re-attack's G3).
     // And each `.tool-versions` below the workspace: one walk for both.

@@ -533,7 +533,10 @@ fn added_lines<'a>(text: &'a str, runs: fn(&str) -> bool, known: &[String]) -> V
     }
     text.split_inclusive('\n')
         .map(|line| {
-            let line = line.trim_end_matches(['\n', '\r']);
+            // One `\r` before the `\n`, as git and `lines` take it off (the fifty-fourth
+            // re-attack's Z3: `!*.js\r\r` is no longer the user's negation to git).
+            let line = line.strip_suffix('\n').unwrap_or(line);
+            let line = line.strip_suffix('\r').unwrap_or(line);
             let added = runs(line)
                 && match left.get_mut(line) {
                     Some(count) if *count > 0 => {
@@ -553,6 +556,43 @@ fn without_added(text: &str, added: &[(&str, bool)]) -> String {
         .zip(added)
         .map(|(line, (_, added))| if *added { format!("{}{line}", super::git::TAKEN_OUT) } else { line.to_string() })
         .collect()
+}
+
+/// A small file as it is, to be put back whole ([`put_back_whole`]): `Ok(None)` when there is
+/// none, its bytes when it is a regular file (not through a link) of at most
+/// [`MAX_PUT_BACK_BYTES`], `Err` otherwise.
+pub fn file_as_it_is(file: &Path) -> Result<Option<Vec<u8>>, ()> {
+    match std::fs::symlink_metadata(file) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Ok(metadata) if metadata.is_file() && metadata.len() <= MAX_PUT_BACK_BYTES => {
+            let bytes = super::git::read_capped(file, false, MAX_PUT_BACK_BYTES + 1).map_err(|_| ())?;
+            if bytes.len() as u64 > MAX_PUT_BACK_BYTES { Err(()) } else { Ok(Some(bytes)) }
+        }
+        _ => Err(()),
+    }
+}
+
+/// The largest file [`file_as_it_is`] keeps.
+pub const MAX_PUT_BACK_BYTES: u64 = 1024 * 1024;
+
+/// `file` put back whole as it was at launch (`at_launch`, from [`file_as_it_is`]; removed when
+/// there was none), whatever the agent left there moved into `quarantine`; `None` when it is as
+/// it was.
+pub fn put_back_whole(file: &Path, at_launch: Option<&[u8]>, quarantine: &Path) -> Option<TakenOut> {
+    if file_as_it_is(file).is_ok_and(|now| now.as_deref() == at_launch) {
+        return None;
+    }
+    let mut moved = Vec::new();
+    move_all(&[file.to_path_buf()], &[], quarantine, &mut moved);
+    let kept = match moved.pop().map(|moved| moved.outcome) {
+        Some(Ok(Some(kept))) => Ok(kept),
+        Some(Ok(None)) | None => Err("it was gone".to_string()),
+        Some(Err(error)) => Err(error),
+    };
+    if let Some(bytes) = at_launch {
+        crate::platform::home::write_atomic(file, bytes, 0o644).ok()?;
+    }
+    Some(TakenOut { file: file.to_path_buf(), taken: vec![PUT_BACK.to_string()], kept })
 }
 
 /// The first of [`TakenOut::taken`] when a file was put back as it was at launch.
@@ -1167,8 +1207,14 @@ mod tests {
         assert_eq!(taken.unwrap(), ["conftest.py", "*"]);
         let commented = format!("{whitelist}{0}conftest.py\n{0}*\n", crate::surfaces::launch::git::TAKEN_OUT);
         assert_eq!(now, commented);
-        for (n, changed) in
-            ["# only the sources\n*\n", "*\n!*.js\n!.gitignore\n", "!.gitignore\n!*.js\n*\nx\n"].into_iter().enumerate()
+        for (n, changed) in [
+            "# only the sources\n*\n",
+            "*\n!*.js\n!.gitignore\n",
+            "!.gitignore\n!*.js\n*\nx\n",
+            "# only the sources\n*\n!.gitignore\n!*.js\r\r\n",
+        ]
+        .into_iter()
+        .enumerate()
         {
             let (taken, now) = take(changed, n + 1);
             assert_eq!(taken.unwrap()[0], PUT_BACK, "{changed:?}");
@@ -1184,6 +1230,35 @@ mod tests {
         // Without the bytes of launch (a file too large to keep), added patterns are taken out.
         std::fs::write(&file, "# only the sources\n*\n").unwrap();
         assert_eq!(AddedLines::UntrackedIgnore.take_out(&file, &known, None, &quarantine, 10), None);
+    }
+
+    /// A small file put back whole: one made is moved aside, one changed or replaced by a link
+    /// written back as it was, one as it was left; one that is not a small file at launch is not
+    /// kept to put back.
+    #[test]
+    fn a_file_is_put_back_as_it_was() {
+        let temp = tempfile::tempdir().unwrap();
+        let (file, quarantine) = (temp.path().join("alternates"), temp.path().join("quarantine"));
+        let at_launch = file_as_it_is(&file).unwrap();
+        assert_eq!(put_back_whole(&file, at_launch.as_deref(), &quarantine), None);
+        std::fs::write(&file, "g\n").unwrap();
+        let taken = put_back_whole(&file, at_launch.as_deref(), &quarantine).unwrap();
+        assert!(!file.exists());
+        assert_eq!(std::fs::read_to_string(taken.kept.unwrap()).unwrap(), "g\n");
+        std::fs::write(&file, "/users/own\n").unwrap();
+        let at_launch = file_as_it_is(&file).unwrap();
+        assert_eq!(put_back_whole(&file, at_launch.as_deref(), &quarantine), None);
+        std::fs::write(&file, "/users/own\ng\n").unwrap();
+        assert!(put_back_whole(&file, at_launch.as_deref(), &quarantine).is_some());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "/users/own\n");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("elsewhere", &file).unwrap();
+        assert!(put_back_whole(&file, at_launch.as_deref(), &quarantine).is_some());
+        assert!(!std::fs::symlink_metadata(&file).unwrap().is_symlink());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "/users/own\n");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("elsewhere", &file).unwrap();
+        assert_eq!(file_as_it_is(&file), Err(()));
     }
 
     fn lines_that_run_in(text: &str) -> Vec<String> {
