@@ -577,6 +577,53 @@ mod tests {
         assert!(!gated(&gcs, "POST", storage, "/upload/storage/v1/b/victim/o?uploadType=media&name=x", None));
     }
 
+    /// The fifty-third re-attack's F8: GitHub's REST API takes a `POST` wherever it takes a
+    /// `PATCH` ("resource endpoints also accept POST requests"), and the bundled spec gated the
+    /// `PATCH` forms of publishing a repository, moving a ref and re-pointing a webhook only: their
+    /// `POST` twins went out with the user's token through `create` (`POST /**`). Every gated
+    /// `PATCH` of the spec, walked, is gated as a `POST` to the same path too (a `/**` rest given
+    /// segments: a `POST` to the collection itself creates, `POST …/git/refs` a new ref).
+    #[test]
+    fn every_gated_patch_of_the_bundled_github_spec_is_gated_as_a_post_too() {
+        use aileron_core::manifest::Segment;
+        use aileron_core::policy::{OperationIndex, OperationMatch};
+        let parsed = aileron_core::manifest::parse_manifest(GITHUB_CLI_MANIFEST, "manifest.toml").unwrap();
+        let operations = parsed.proxy.unwrap().operations;
+        let index = OperationIndex::new(operations.iter().cloned().map(|operation| ((), operation)).collect());
+        let gated = |method: &str, host: &str, path: &str| match index.match_request(method, host, path) {
+            OperationMatch::Matched { operation, .. } => operation.approval,
+            other => panic!("{method} {path}: {other:?}"),
+        };
+        let mut walked = 0;
+        for patch in operations.iter().filter(|operation| operation.method == "PATCH" && operation.approval) {
+            let mut path: String = patch
+                .path
+                .segments
+                .iter()
+                .map(|segment| match segment {
+                    Segment::Literal(literal) => format!("/{literal}"),
+                    Segment::Parameter(_) => "/x1".to_string(),
+                })
+                .collect();
+            if patch.path.rest {
+                path.push_str("/heads/main");
+            }
+            assert!(gated("PATCH", &patch.host, &path), "PATCH {path} ({})", patch.name);
+            assert!(gated("POST", &patch.host, &path), "POST {path} is not gated as {} is", patch.name);
+            walked += 1;
+        }
+        assert!(walked >= 4, "{walked} gated PATCH operations");
+        let api = "api.github.com:443";
+        for path in ["/repos/o/r", "/repos/o/r/git/refs/heads/main", "/repos/o/r/hooks/1", "/repos/o/r/hooks/1/config"]
+        {
+            assert!(gated("POST", api, path), "POST {path} is not gated");
+        }
+        // What a POST does there of its own stays as it was: an issue, a new ref.
+        for path in ["/repos/o/r/issues", "/repos/o/r/git/refs"] {
+            assert!(!gated("POST", api, path), "POST {path} should stay ungated");
+        }
+    }
+
     #[test]
     fn a_stored_git_credential_is_github_s_only() {
         let password = |line: &str| stored_github_password(line).map(|p| p.to_string());
