@@ -10,9 +10,10 @@
 //! never forgotten. Of the finished ones (completed, denied, failed) the [`Retention::finished`]
 //! most recently requested are kept, in memory and in the journal, so an agent polling a result
 //! finds it; older ones live on in the audit log. Once [`Retention::slack`] more have finished,
-//! the journal is compacted: its lines for the forgotten entries are dropped (seq numbers are
-//! kept; replay allows gaps) and the file replaced atomically, so memory, the journal and the
-//! replay at start-up stay bounded however long the daemon runs.
+//! or the finished ones weigh more than [`Retention::finished_bytes`], the journal is compacted:
+//! its lines for the forgotten entries are dropped (seq numbers are kept; replay allows gaps) and
+//! the file replaced atomically, so memory, the journal and the replay at start-up stay bounded
+//! however long the daemon runs, and however large each entry is.
 //!
 //! Invariant: the journal never holds a good line after a damaged one. An append that fails
 //! partway (a full disk, an I/O error, a failed fsync) is cut back off to the last good length
@@ -98,6 +99,8 @@ struct Inner {
     seq: u64,
     /// How many of `entries` are finished (terminal).
     finished: usize,
+    /// What the finished ones weigh ([`weight`]).
+    finished_bytes: usize,
 }
 
 /// How many finished entries the queue keeps (see the module doc).
@@ -105,12 +108,31 @@ struct Inner {
 pub struct Retention {
     pub finished: usize,
     pub slack: usize,
+    /// The most the finished entries may weigh ([`weight`]) before the oldest are forgotten, down
+    /// to half of it. A count alone did not bound them: an agent asking for and withdrawing
+    /// approvals of requests with a 400 kB head kept ~0.5 MB in memory and in the journal for
+    /// each, ~1 GB before a compaction (the fifty-third re-attack's F3). Entries as they usually
+    /// are (a few kB) reach [`Retention::finished`] long before this.
+    pub finished_bytes: usize,
 }
 
 impl Default for Retention {
     fn default() -> Retention {
-        Retention { finished: 1_000, slack: 1_000 }
+        Retention { finished: 1_000, slack: 1_000, finished_bytes: 32 * 1024 * 1024 }
     }
+}
+
+impl Retention {
+    /// Whether `finished` entries weighing `bytes` are more than the queue keeps.
+    fn exceeded(&self, finished: usize, bytes: usize) -> bool {
+        finished > self.finished + self.slack || bytes > self.finished_bytes
+    }
+}
+
+/// What an entry weighs in memory and in the journal: the length of its JSON (its `requested`
+/// line carries all of it, arguments included).
+fn weight(entry: &ApprovalEntry) -> usize {
+    serde_json::to_vec(entry).map_or(0, |json| json.len())
 }
 
 pub struct ApprovalQueue {
@@ -198,6 +220,7 @@ impl ApprovalQueue {
         let journal_len = journal.metadata().with_context(|| format!("reading {}", path.display()))?.len();
         let (events, _) = tokio::sync::broadcast::channel(256);
         let finished = replayed.entries.values().filter(|e| e.state.is_terminal()).count();
+        let finished_bytes = replayed.entries.values().filter(|e| e.state.is_terminal()).map(weight).sum();
         let queue = ApprovalQueue {
             path: path.to_path_buf(),
             retention,
@@ -208,6 +231,7 @@ impl ApprovalQueue {
                 journal_damaged: false,
                 seq: replayed.last_seq,
                 finished,
+                finished_bytes,
             }),
             events,
         };
@@ -222,7 +246,7 @@ impl ApprovalQueue {
         {
             // A journal written before retention existed, or recoveries just made: bound it now.
             let mut inner = queue.inner.lock().expect("approval queue poisoned");
-            if inner.finished > retention.finished + retention.slack {
+            if retention.exceeded(inner.finished, inner.finished_bytes) {
                 queue.compact(&mut inner)?;
             }
         }
@@ -373,7 +397,8 @@ impl ApprovalQueue {
         inner.entries.insert(id.clone(), next.clone());
         if finishes {
             inner.finished += 1;
-            if inner.finished > self.retention.finished + self.retention.slack {
+            inner.finished_bytes += weight(&next);
+            if self.retention.exceeded(inner.finished, inner.finished_bytes) {
                 // The event is durable already; a failed compaction only leaves the journal longer.
                 if let Err(error) = self.compact(&mut inner) {
                     log_line!("aileron daemon: warning: compacting {}: {error:#}", self.path.display());
@@ -410,14 +435,22 @@ impl ApprovalQueue {
         Ok(())
     }
 
-    /// Forgets all but the [`Retention::finished`] most recent finished entries: the journal is
+    /// Forgets all but the [`Retention::finished`] most recent finished entries, and of those all
+    /// but the most recent weighing at most half of [`Retention::finished_bytes`]: the journal is
     /// rewritten without their lines (atomically, fsynced) and reopened, then memory follows.
     fn compact(&self, inner: &mut Inner) -> anyhow::Result<()> {
-        let finished: Vec<&ApprovalId> =
-            inner.entries.iter().filter(|(_, e)| e.state.is_terminal()).map(|(id, _)| id).collect();
-        let forget = finished.len().saturating_sub(self.retention.finished);
-        // Ids sort by request time: the first ones are the oldest.
-        let forgotten: HashSet<ApprovalId> = finished[..forget].iter().map(|id| (*id).clone()).collect();
+        let (mut kept, mut kept_bytes) = (0, 0);
+        let mut forgotten = HashSet::new();
+        // Ids sort by request time: the last ones are the newest.
+        for (id, entry) in inner.entries.iter().rev().filter(|(_, e)| e.state.is_terminal()) {
+            let weight = weight(entry);
+            if kept < self.retention.finished && kept_bytes + weight <= self.retention.finished_bytes / 2 {
+                kept += 1;
+                kept_bytes += weight;
+            } else {
+                forgotten.insert(id.clone());
+            }
+        }
         #[derive(serde::Deserialize)]
         struct Id {
             id: ApprovalId,
@@ -443,6 +476,7 @@ impl ApprovalQueue {
         inner.journal_damaged = false;
         inner.entries.retain(|id, _| !forgotten.contains(id));
         inner.finished -= forgotten.len();
+        inner.finished_bytes = kept_bytes;
         Ok(())
     }
 
@@ -580,6 +614,38 @@ mod journal_faults {
         }
         let asked: Vec<String> = queue.pending().into_iter().map(|entry| entry.requested_at).collect();
         assert_eq!(asked, ["2026-12-06T02:26:56.100Z", "2026-12-06T02:26:56.200Z", "2026-12-06T02:26:56.300Z"]);
+    }
+
+    /// The fifty-third re-attack's F3: an agent asking for approvals of requests with a large head
+    /// and withdrawing each at once grew the daemon and `approvals.jsonl` by ~0.5 MB an entry, up
+    /// to the retention's 2,000 entries (~1 GB). Finished entries are also bounded by weight: 60
+    /// withdrawn entries of 100 kB each leave at most the budget in the journal and in memory,
+    /// the newest kept; without the bound all 60 (6 MB) were.
+    #[test]
+    fn withdrawn_entries_are_kept_within_a_weight() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approvals.jsonl");
+        let budget = 1024 * 1024;
+        let retention = Retention { finished_bytes: budget, ..Retention::default() };
+        let (queue, _) = ApprovalQueue::open_with(&path, retention).unwrap();
+        let padding = "x".repeat(100_000);
+        let mut last = None;
+        for byte in 0..60u8 {
+            let asked = entry(byte, Some("s-flood"), &padding);
+            queue.register(asked.clone()).unwrap();
+            queue.cancel(&asked.id, "agent", None).unwrap();
+            last = Some(asked.id);
+            let journal = std::fs::metadata(&path).unwrap().len() as usize;
+            assert!(journal <= budget + 2 * padding.len(), "after {} entries the journal is {journal} bytes", byte + 1);
+        }
+        let inner = queue.inner.lock().unwrap();
+        assert!(inner.entries.len() <= budget / padding.len() + 1, "{} entries kept", inner.entries.len());
+        assert!(inner.finished_bytes <= budget, "{}", inner.finished_bytes);
+        drop(inner);
+        assert_eq!(queue.get(&last.unwrap()).map(|e| e.state), Some(ApprovalState::Cancelled), "the newest is kept");
+        drop(queue);
+        let reopened = reopen(&path);
+        assert!(reopened.inner.lock().unwrap().entries.len() <= budget / padding.len() + 1);
     }
 
     #[test]

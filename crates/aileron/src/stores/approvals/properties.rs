@@ -143,7 +143,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("approvals.jsonl");
     // A tiny retention, so that compactions happen inside the sequences too.
-    let retention = Retention { finished: 2, slack: 1 };
+    let retention = Retention { finished: 2, slack: 1, ..Retention::default() };
     let (mut queue, _) = ApprovalQueue::open_with(&path, retention).expect("a new journal opens");
     let mut model = Model::default();
     for (step, op) in ops.iter().enumerate() {
