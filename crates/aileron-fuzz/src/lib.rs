@@ -538,7 +538,7 @@ pub fn proxy_operation(data: &[u8]) {
         ((), operation("graphql", "PUT", "/graphql", None)),
         ((), operation("graphql_merge", "PUT", "/graphql", Some("mergePullRequest"))),
     ]);
-    let names = graphql_names(body.as_bytes());
+    let names = graphql_names(body.as_bytes(), aileron_core::policy::FormReadings::default());
     let _ = PathTemplate::parse(path);
     let found = index.match_request_with("PUT", "api.github.com:443", path, None, &[], names.as_ref().ok());
     let segments: Option<Vec<String>> = {

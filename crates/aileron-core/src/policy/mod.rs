@@ -7,6 +7,7 @@
 
 mod agent_egress;
 mod egress;
+mod forms;
 mod operations;
 #[cfg(test)]
 mod properties;
@@ -25,6 +26,7 @@ use crate::manifest::{ConnectorManifest, CredentialKind};
 
 pub use agent_egress::{AgentEgressPolicy, EgressMode, FILE_NAME as AGENT_EGRESS_FILE};
 pub use egress::{EgressTarget, check_egress, parse_egress_url};
+pub use forms::{FormReadings, form_pairs, form_readings, parameter_key};
 pub use operations::{OperationIndex, OperationMatch, graphql_in_query, graphql_names};
 pub use spawn::{SpawnEnvelope, SpawnPlan, plan_envelope, plan_operation, spawn_args};
 

@@ -175,26 +175,72 @@ pub fn names_parameter(query: &str, name: &str) -> bool {
     })
 }
 
-/// The identifiers of a GraphQL request body (`{"query": …}`, or a batch of them): every name the
-/// documents hold, strings and comments included — a wider set only makes more operations match,
-/// which can ask for an approval more often, never less. An error when the body holds no
-/// document (not JSON, no `query`): a request to a gated GraphQL path that cannot be read is
-/// refused rather than guessed.
-pub fn graphql_names(body: &[u8]) -> Result<BTreeSet<String>, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| format!("the GraphQL request is not JSON: {e}"))?;
-    let documents: Vec<&serde_json::Value> = match &value {
-        serde_json::Value::Array(batch) => batch.iter().collect(),
-        single => vec![single],
-    };
+/// What a request member (a body's JSON key, a form's or URL query's parameter, keyed as a server
+/// keys it) is to a GraphQL server: the document itself, or a stand-in naming a stored one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GraphqlMember {
+    Document,
+    StandIn,
+}
+
+/// `key` (already lowercase) as a GraphQL member, `_` and `-` ignored: `query` in any case (Go's
+/// `encoding/json` matches keys so, the last one winning); `extensions` (a persisted query's
+/// hash), `documentId`, `doc_id`, `queryId`, `id`, `persistedQuery` (a persisted document's name).
+fn graphql_member(key: &str) -> Option<GraphqlMember> {
+    let folded: String = key.chars().filter(|c| !matches!(c, '_' | '-')).map(|c| c.to_ascii_lowercase()).collect();
+    match folded.as_str() {
+        "query" => Some(GraphqlMember::Document),
+        "extensions" | "queryid" | "documentid" | "docid" | "id" | "persistedquery" => Some(GraphqlMember::StandIn),
+        _ => None,
+    }
+}
+
+/// The identifiers of a GraphQL request body: every name the documents hold, strings and
+/// comments included — a wider set only makes more operations match, which can ask for an
+/// approval more often, never less. The body is read every way a server could read it, and the
+/// names of every reading are taken (the fifty-third re-attack's F2 and F5):
+///
+/// - as JSON when it starts like JSON (`{…}` or a batch `[…]`): its first value (a Go
+///   `json.Decoder` ignores what follows), invalid UTF-8 replaced (as Go does), every member
+///   that is `query` in any case and every duplicate (parsers differ on which one wins);
+/// - as a URL-encoded form when its `Content-Type` lets a server read one (`forms`, see
+///   [`crate::policy::form_readings`]: Rails reads `params[:query]` from a form), every
+///   parameter keyed `query` as Rack keys it.
+///
+/// An error, so the request is refused rather than guessed, when: it starts like JSON and is not
+/// JSON; no reading holds a document (a `query` string); a document is stood in for by a
+/// persisted query's name (`documentId`, `doc_id`, `id`, `queryId`, a non-empty `extensions`),
+/// which is not read, as [`graphql_in_query`] refuses them in the URL; or the body may be read as
+/// multipart, whose parts are not parsed.
+pub fn graphql_names(body: &[u8], forms: crate::policy::FormReadings) -> Result<BTreeSet<String>, String> {
+    if forms.multipart {
+        return Err("a multipart GraphQL request is not read (its parts could hold any document); send it as \
+                    JSON"
+            .to_string());
+    }
     let mut names = BTreeSet::new();
-    for document in documents {
-        let query = document
-            .get("query")
-            .and_then(serde_json::Value::as_str)
-            .ok_or("the GraphQL request has no `query` document")?;
+    let mut documents = Vec::new();
+    let text = String::from_utf8_lossy(body);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with(['{', '[']) {
+        json_documents(trimmed, &mut documents)?;
+    }
+    if forms.urlencoded {
+        for (name, value) in crate::policy::form_pairs(body) {
+            match graphql_member(&crate::policy::parameter_key(&name)) {
+                Some(GraphqlMember::Document) => documents.push(value),
+                Some(GraphqlMember::StandIn) if value.is_empty() => {}
+                Some(GraphqlMember::StandIn) => return Err(stand_in(&name)),
+                None => {}
+            }
+        }
+    }
+    if documents.is_empty() {
+        return Err("the GraphQL request has no `query` document".to_string());
+    }
+    for document in &documents {
         let mut name = String::new();
-        for c in query.chars().chain(std::iter::once(' ')) {
+        for c in document.chars().chain(std::iter::once(' ')) {
             if c.is_ascii_alphanumeric() || c == '_' {
                 name.push(c);
             } else if !name.is_empty() {
@@ -208,18 +254,116 @@ pub fn graphql_names(body: &[u8]) -> Result<BTreeSet<String>, String> {
     Ok(names)
 }
 
+/// Why a request whose document is stood in for by `name` is refused.
+fn stand_in(name: &str) -> String {
+    let shown: String = name.chars().take(64).collect();
+    format!("the GraphQL request names a stored document (`{shown}`), which is not read to know which operation it is")
+}
+
+/// The documents of a JSON GraphQL request `text` (one object, or a batch of them), its first
+/// value only, each `query` member in any case and every duplicate; every object must hold one.
+fn json_documents(text: &str, documents: &mut Vec<String>) -> Result<(), String> {
+    use serde::de::Deserializer as _;
+    let mut refusal = None;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let read = deserializer.deserialize_any(JsonRequest { documents, refusal: &mut refusal });
+    match (refusal, read) {
+        (Some(refusal), _) => Err(refusal),
+        (None, Ok(())) => Ok(()),
+        (None, Err(e)) => Err(format!("the GraphQL request is not JSON: {e}")),
+    }
+}
+
+/// A JSON GraphQL request's top level: a document, or a batch of them.
+struct JsonRequest<'a> {
+    documents: &'a mut Vec<String>,
+    refusal: &'a mut Option<String>,
+}
+
+impl<'de> serde::de::Visitor<'de> for JsonRequest<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a GraphQL request object or a batch of them")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        JsonDocument { documents: self.documents, refusal: self.refusal }.visit_map(map)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut batch: A) -> Result<(), A::Error> {
+        while batch
+            .next_element_seed(JsonDocument { documents: &mut *self.documents, refusal: &mut *self.refusal })?
+            .is_some()
+        {}
+        Ok(())
+    }
+}
+
+/// One JSON GraphQL request object.
+struct JsonDocument<'a> {
+    documents: &'a mut Vec<String>,
+    refusal: &'a mut Option<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for JsonDocument<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for JsonDocument<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a GraphQL request object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        use serde::de::Error as _;
+        let mut found = false;
+        while let Some(key) = map.next_key::<String>()? {
+            let value: serde_json::Value = map.next_value()?;
+            match (graphql_member(&key.to_ascii_lowercase()), value) {
+                (None, _) => {}
+                (Some(GraphqlMember::Document), serde_json::Value::String(document)) => {
+                    self.documents.push(document);
+                    found = true;
+                }
+                // Go leaves its field as it was for a `null`.
+                (Some(GraphqlMember::Document), serde_json::Value::Null) => {}
+                (Some(GraphqlMember::Document), _) => {
+                    *self.refusal = Some(format!("the GraphQL request's `{key}` is not a string"));
+                    return Err(A::Error::custom("refused"));
+                }
+                (Some(GraphqlMember::StandIn), serde_json::Value::Null) => {}
+                (Some(GraphqlMember::StandIn), serde_json::Value::Object(members)) if members.is_empty() => {}
+                (Some(GraphqlMember::StandIn), _) => {
+                    *self.refusal = Some(stand_in(&key));
+                    return Err(A::Error::custom("refused"));
+                }
+            }
+        }
+        if !found {
+            *self.refusal = Some("the GraphQL request has no `query` document".to_string());
+            return Err(A::Error::custom("refused"));
+        }
+        Ok(())
+    }
+}
+
 /// Whether a request's URL query (`query`, without its `?`) could carry a GraphQL document or a
 /// stand-in for one: a `query` parameter (a server built on Rails takes the URL's over the body's,
 /// and answers a `GET`), an `extensions` one (a persisted query names its document by a hash),
-/// however their names are encoded or nested (`qu%65ry`, `query[]`). Such a document is never
-/// read, so a request carrying one to a GraphQL path is refused (the fourteenth re-attack sent
-/// `mergePullRequest` in the URL beside a harmless body).
+/// however their names are encoded or nested (`qu%65ry`, `query[]`) and keyed as Rack keys them
+/// (Rack 2 files `[query]`, `]query` and `[[query]]` under `query`: the fifty-third re-attack's
+/// F6). Such a document is never read, so a request carrying one to a GraphQL path is refused
+/// (the fourteenth re-attack sent `mergePullRequest` in the URL beside a harmless body).
 pub fn graphql_in_query(query: &str) -> bool {
-    query.split(';').flat_map(|part| url::form_urlencoded::parse(part.as_bytes())).any(|(name, _)| {
-        let name = name.trim().to_ascii_lowercase();
-        let name = name.split('[').next().unwrap_or_default();
-        matches!(name, "query" | "extensions" | "queryid" | "documentid" | "doc_id" | "id")
-    })
+    crate::policy::form_pairs(query.as_bytes())
+        .any(|(name, _)| graphql_member(&crate::policy::parameter_key(&name)).is_some())
 }
 
 /// The request path's segments, normalised; `None` when a server could read it as another path.
@@ -291,6 +435,77 @@ mod tests {
         }
     }
 
+    /// The fifty-third re-attack's F6: Rack 2 keys `[query]`, `]query` and `[[query]]` as `query`,
+    /// and they passed a check that read the name before its first `[`.
+    #[test]
+    fn a_graphql_document_in_the_url_is_seen_under_any_name_rack_keys_as_query() {
+        for query in [
+            "[query]=x",
+            "]query=x",
+            "[[query]]=x",
+            "%5Bquery%5D=x",
+            "%5Dquery=x",
+            "a=1&[extensions]=x",
+            "[documentId]=x",
+            "doc-id=x",
+            "[ query ]=x",
+        ] {
+            assert!(graphql_in_query(query), "{query}");
+        }
+        for query in ["[a]=query", "x[query]=1", "queryx=1"] {
+            assert!(!graphql_in_query(query), "{query}");
+        }
+    }
+
+    /// The fifty-third re-attack's F2 and F5: a document under `QUERY` or `Query` (Go folds JSON
+    /// keys), the first of two `query`s, a first value before trailing bytes, or a form's `query`
+    /// (Rails reads a form) was not read; stand-ins for a stored document were not refused.
+    #[test]
+    fn a_graphql_body_s_names_are_those_of_every_reading() {
+        use crate::policy::FormReadings;
+        let (json, form) = (FormReadings::default(), FormReadings { urlencoded: true, multipart: false });
+        let names = |body: &str, forms| graphql_names(body.as_bytes(), forms);
+        let merges = |body: &str, forms| names(body, forms).unwrap().contains("mergePullRequest");
+        for body in [
+            r#"{"query":"{a}","QUERY":"mutation{mergePullRequest{a}}"}"#,
+            r#"{"query":"{a}","Query":"mutation{mergePullRequest{a}}"}"#,
+            r#"{"query":"mutation{mergePullRequest{a}}","query":"{a}"}"#,
+            r#"{"query":"mutation{mergePullRequest{a}}"} {"query":"{a}"}"#,
+            r#"[{"query":"{a}"},{"qUeRy":"mutation{mergePullRequest{a}}"}]"#,
+        ] {
+            assert!(merges(body, json), "{body}");
+        }
+        let invalid_utf8 = b"{\"query\":\"mutation{mergePullRequest{a}}\",\"x\":\"\xff\"}";
+        assert!(graphql_names(invalid_utf8, json).unwrap().contains("mergePullRequest"), "Go replaces the byte");
+        let polyglot = r#"{"query":"{a}","x":"&query=mutation{merge%50ullRequest{a}}%23"}"#;
+        assert!(!merges(polyglot, json), "read as JSON alone, the form's document is not seen");
+        assert!(merges(polyglot, form), "{polyglot}");
+        assert!(merges("a=1&%5Bquery%5D=mutation%7BmergePullRequest%7Ba%7D%7D", form));
+        assert!(names("query=mutation%7BmergePullRequest%7D", json).is_err(), "a form read only as a form");
+        for (body, forms) in [
+            (r#"{"query":"{a}","documentId":"x"}"#, json),
+            (r#"{"query":"{a}","doc_id":"x"}"#, json),
+            (r#"{"query":"{a}","ID":1}"#, json),
+            (r#"{"query":"{a}","queryId":"x"}"#, json),
+            (r#"{"query":"{a}","extensions":{"persistedQuery":{"sha256Hash":"ab"}}}"#, json),
+            (r#"{"query":"{a}","QUERY":7}"#, json),
+            (r#"{"QUERY":"{a}"#, json),
+            (r#"{"query":"{a}"}"#, FormReadings { urlencoded: true, multipart: true }),
+            ("query=%7Ba%7D&doc_id=x", form),
+            ("documentId=x", form),
+        ] {
+            assert!(names(body, forms).is_err(), "{body}");
+        }
+        // What clients send stays readable: GitHub's own `curl -d` example (JSON typed as a form),
+        // an empty `extensions`, an `id` among the variables.
+        for (body, forms) in [
+            (r#" { "query": "query { viewer { login }}" } "#, form),
+            (r#"{"query":"{a}","extensions":{},"variables":{"id":"x"},"operationName":null}"#, json),
+        ] {
+            assert!(names(body, forms).unwrap().contains("viewer") || names(body, forms).unwrap().contains("a"));
+        }
+    }
+
     use super::*;
     use crate::manifest::PathTemplate;
 
@@ -320,7 +535,7 @@ mod tests {
         assert!(index.needs_graphql("POST", "api.github.com:443", "/graphql"));
         assert!(!index.needs_graphql("POST", "api.github.com:443", "/user"));
         let of = |body: &str| {
-            let names = graphql_names(body.as_bytes()).unwrap();
+            let names = graphql_names(body.as_bytes(), crate::policy::FormReadings::default()).unwrap();
             name(index.match_request_with("POST", "api.github.com:443", "/graphql", None, &[], Some(&names)))
         };
         assert_eq!(of(r#"{"query":"query { viewer { login } }"}"#), "graphql");
@@ -334,7 +549,7 @@ mod tests {
         assert_eq!(of(r#"{"query":"mutation{mergePullRequestX{a}}"}"#), "graphql", "another field");
         assert_eq!(name(index.match_request("POST", "api.github.com:443", "/graphql")), "graphql");
         for unreadable in ["not json", r#"{"operationName":"x"}"#, r#"{"query": 7}"#] {
-            assert!(graphql_names(unreadable.as_bytes()).is_err(), "{unreadable}");
+            assert!(graphql_names(unreadable.as_bytes(), Default::default()).is_err(), "{unreadable}");
         }
     }
 

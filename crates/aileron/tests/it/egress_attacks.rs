@@ -156,7 +156,8 @@ where
 }
 
 /// A connector whose operations on `destination` carry [`SECRET`]: `GET /**` and
-/// `POST /upload/**` go at once, `DELETE /upload/**` needs an approval.
+/// `POST /upload/**` go at once, `DELETE /upload/**` needs an approval; on `POST /graphql` a
+/// document naming `mergePullRequest` needs one, any other goes.
 fn credentialing(destination: &str) -> Credentialing {
     let manifest = aileron_core::manifest::parse_manifest(
         &format!(
@@ -168,7 +169,11 @@ fn credentialing(destination: &str) -> Credentialing {
              [[proxy.operations]]\nname = \"upload\"\nmethod = \"POST\"\nhost = \"{destination}\"\n\
              path = \"/upload/**\"\n\
              [[proxy.operations]]\nname = \"delete_upload\"\nmethod = \"DELETE\"\nhost = \"{destination}\"\n\
-             path = \"/upload/**\"\napproval = true\n"
+             path = \"/upload/**\"\napproval = true\n\
+             [[proxy.operations]]\nname = \"graphql\"\nmethod = \"POST\"\nhost = \"{destination}\"\n\
+             path = \"/graphql\"\n\
+             [[proxy.operations]]\nname = \"merge_graphql\"\nmethod = \"POST\"\nhost = \"{destination}\"\n\
+             path = \"/graphql\"\ngraphql = \"mergePullRequest\"\napproval = true\n"
         ),
         "manifest.toml",
     )
@@ -369,6 +374,240 @@ async fn a_method_override_to_an_operation_host_is_refused() {
         })
         .count();
     assert_eq!(refused, overriding.len(), "{records:#?}");
+}
+
+/// A request `method target` to the proxy's destination with `headers` (whole lines) and `body`.
+fn raw_request(proxy: &Proxy, method: &str, target: &str, headers: &str, body: &str) -> String {
+    format!(
+        "{method} {target} HTTP/1.1\r\nHost: {}\r\nAuthorization: token aileron-sealed\r\n{headers}\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        proxy.destination,
+        body.len()
+    )
+}
+
+/// The fifty-third re-attack's F4 and F7: Rack (GitHub's API among its users) reads a `POST`
+/// body as a form when it has no media type, an empty one, a comma-listed one, or any
+/// `multipart/*` one, and keys `[_method]` as `_method`; a CGI-style server reads
+/// `X_HTTP_Method_Override` as `X-HTTP-Method-Override`. Each of those overrides went out
+/// credentialed under the ungated `POST`; each is refused now, nothing sent. A body a server
+/// reads as no form (JSON), and a form without an override, go as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_override_in_any_body_a_server_reads_as_a_form_is_refused() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-override-53", &upstream).await;
+    let form = "merge_method=merge&_method=DELETE";
+    let part = "--b\r\nContent-Disposition: form-data; name=\"_method\"\r\n\r\nDELETE\r\n--b--\r\n";
+    let overriding = [
+        raw_request(&proxy, "POST", "/upload/a", "", form),
+        raw_request(&proxy, "POST", "/upload/b", "Content-Type: \r\n", form),
+        raw_request(
+            &proxy,
+            "POST",
+            "/upload/c",
+            "Content-Type: application/x-www-form-urlencoded, text/plain\r\n",
+            form,
+        ),
+        raw_request(
+            &proxy,
+            "POST",
+            "/upload/d",
+            "Content-Type: text/plain, application/x-www-form-urlencoded\r\n",
+            form,
+        ),
+        raw_request(&proxy, "POST", "/upload/e", "Content-Type: multipart/mixed; boundary=b\r\n", part),
+        raw_request(&proxy, "POST", "/upload/f", "Content-Type: multipart/related; boundary=b\r\n", part),
+        raw_request(
+            &proxy,
+            "POST",
+            "/upload/g",
+            "Content-Type: application/x-www-form-urlencoded\r\n",
+            "[_method]=DELETE",
+        ),
+        raw_request(&proxy, "POST", "/upload/h", "", "a=1&%5B_method%5D=DELETE"),
+        raw_request(&proxy, "POST", "/upload/i", "X_HTTP_Method_Override: DELETE\r\n", "{}"),
+        raw_request(&proxy, "POST", "/upload/j", "X-HTTP_Method-Override: DELETE\r\n", "{}"),
+        raw_request(&proxy, "POST", "/upload/k", "x_method_override: DELETE\r\n", "{}"),
+    ];
+    for request in &overriding {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, request).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{request}\n{answer}");
+        assert!(answer.contains("method_override_refused") && answer.contains("hint:"), "{answer}");
+    }
+    let going = [
+        raw_request(
+            &proxy,
+            "POST",
+            "/upload/json",
+            "Content-Type: application/json\r\n",
+            "{\"a\":\"x&_method=DELETE\"}",
+        ),
+        raw_request(&proxy, "POST", "/upload/form", "", "merge_method=merge&title=_method"),
+        raw_request(&proxy, "GET", "/user", "", ""),
+    ];
+    for request in &going {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{request}\n{answer}");
+    }
+
+    let seen = upstream.seen();
+    let paths: Vec<&str> = seen.iter().map(|seen| seen.path.as_str()).collect();
+    assert_eq!(paths, ["/upload/json", "/upload/form", "/user"], "{seen:#?}");
+    let records = records(&harness, "s-override-53").await;
+    let refused =
+        records.iter().filter(|r| r["payload"]["aileron.connector.reject_reason"] == "method_override_refused").count();
+    assert_eq!(refused, overriding.len(), "{records:#?}");
+}
+
+/// The fifty-third re-attack's low note: `Transfer-Encoding: gzip, chunked` went upstream as sent
+/// on a credentialed request, and an approval does not bind the header, so a server decoding the
+/// coding could read another body than the one approved. A transfer coding other than `chunked`
+/// on a credentialed request is refused unsent; plain `chunked` goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_coding_other_than_chunked_is_refused_on_a_credentialed_request() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-coding", &upstream).await;
+    let chunked = |path: &str, coding: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nTransfer-Encoding: {coding}\r\n\
+             Connection: close\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n",
+            proxy.destination
+        )
+    };
+    for coding in ["gzip, chunked", "GZIP,chunked", "identity, chunked"] {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &chunked("/upload/coded", coding)).await;
+        assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("transfer_coding_refused"), "{coding}\n{answer}");
+    }
+    let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &chunked("/upload/plain", "chunked")).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let seen = upstream.seen();
+    assert_eq!(seen.iter().map(|seen| seen.path.as_str()).collect::<Vec<_>>(), ["/upload/plain"], "{seen:#?}");
+}
+
+/// The fifty-third re-attack's F1: a GraphQL document in the body of a `GET /graphql` went out
+/// credentialed as the ungated `GET /**` (only a `POST`'s body was read), and Rails merges a
+/// JSON body into the same `params[:query]` for a `GET` as for a `POST`. A request with a body
+/// to a path a GraphQL operation covers, on a method no GraphQL operation there has, is refused
+/// unsent (`graphql_body_method`); the same path without a body goes, and a `POST`'s document
+/// is matched as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graphql_body_on_another_method_than_its_operations_is_refused() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-graphql-get", &upstream).await;
+    let json = "Content-Type: application/json\r\n";
+    let mutation = r#"{"query":"mutation{mergePullRequest(input:{pullRequestId:\"PR_1\"}){clientMutationId}}"}"#;
+    let harmless = r#"{"query":"query{viewer{login}}"}"#;
+    let refused = [
+        raw_request(&proxy, "GET", "/graphql", json, mutation),
+        raw_request(&proxy, "GET", "/graphql", json, harmless),
+        raw_request(&proxy, "GET", "/graphql.json", "", mutation),
+        raw_request(&proxy, "DELETE", "/graphql", json, mutation),
+    ];
+    for request in &refused {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, request).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{request}\n{answer}");
+        assert!(answer.contains("graphql_body_method") && answer.contains("hint:"), "{answer}");
+    }
+    let chunked = format!(
+        "GET /graphql HTTP/1.1\r\nHost: {}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{mutation}\r\n0\r\n\r\n",
+        proxy.destination,
+        mutation.len()
+    );
+    let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &chunked).await;
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("graphql_body_method"), "{answer}");
+    let held =
+        exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(&proxy, "POST", "/graphql", json, mutation)).await;
+    assert!(held.starts_with("HTTP/1.1 403") && held.contains("approval_required"), "{held}");
+    for request in
+        [raw_request(&proxy, "GET", "/graphql", "", ""), raw_request(&proxy, "POST", "/graphql", json, harmless)]
+    {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{request}\n{answer}");
+    }
+
+    let seen = upstream.seen();
+    let sent: Vec<(&str, &[u8])> = seen.iter().map(|seen| (seen.method.as_str(), seen.body.as_slice())).collect();
+    assert_eq!(sent, [("GET", &b""[..]), ("POST", harmless.as_bytes())], "{seen:#?}");
+    let records = records(&harness, "s-graphql-get").await;
+    let refusals =
+        records.iter().filter(|r| r["payload"]["aileron.connector.reject_reason"] == "graphql_body_method").count();
+    assert_eq!(refusals, refused.len() + 1, "{records:#?}");
+}
+
+/// The fifty-third re-attack's F5 and F2: the proxy read a GraphQL body as JSON and its exact
+/// `query` member only. Typed as a form, Rails reads the form's `query` (a mutation after a `&`,
+/// its name percent-encoded) where the proxy read a harmless one; a Go server takes `QUERY` or
+/// `Query` (its JSON keys fold case), a first-key parser the first of two `query`s, a
+/// `json.Decoder` the first value before trailing bytes; a persisted-query server runs the
+/// document a `documentId`, `doc_id`, `id`, `queryId` or `extensions` names. Now the names of
+/// every reading are taken (each mutation is held), a stand-in for a document or a multipart
+/// body is refused as unreadable, and GitHub's own `curl -d` example (JSON typed as a form) and
+/// a plain JSON query go as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graphql_body_is_read_as_every_server_could_read_it() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-graphql-body", &upstream).await;
+    let (json, form) = ("Content-Type: application/json\r\n", "Content-Type: application/x-www-form-urlencoded\r\n");
+    let merge = r#"mutation{mergePullRequest(input:{pullRequestId:\"PR_1\"}){clientMutationId}}"#;
+    let harmless = r#"{"query":"query{viewer{login}}"}"#;
+    let held = [
+        (form, r#"{"query":"query{viewer{login}}","x":"&query=mutation{merge%50ullRequest(input:{pullRequestId:%22PR_1%22}){clientMutationId}}%23"}"#.to_string()),
+        ("", "query=mutation%7Bmerge%50ullRequest%7Ba%7D%7D".to_string()),
+        (form, "a=1&%5Bquery%5D=mutation%7BmergePullRequest%7Ba%7D%7D".to_string()),
+        (json, format!(r#"{{"query":"query{{viewer{{login}}}}","QUERY":"{merge}"}}"#)),
+        (json, format!(r#"{{"query":"query{{viewer{{login}}}}","Query":"{merge}"}}"#)),
+        (json, format!(r#"{{"query":"{merge}","query":"query{{viewer{{login}}}}"}}"#)),
+        (json, format!(r#"{{"query":"{merge}"}} {harmless}"#)),
+        (json, format!(r#"[{harmless},{{"qUeRy":"{merge}"}}]"#)),
+    ];
+    for (headers, body) in &held {
+        let answer =
+            exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(&proxy, "POST", "/graphql", headers, body)).await;
+        assert!(answer.starts_with("HTTP/1.1 403") && answer.contains("approval_required"), "{body}\n{answer}");
+    }
+    let unreadable = [
+        (json, r#"{"query":"query{viewer{login}}","documentId":"abc"}"#.to_string()),
+        (json, r#"{"query":"query{viewer{login}}","doc_id":"123"}"#.to_string()),
+        (json, r#"{"query":"query{viewer{login}}","id":"123"}"#.to_string()),
+        (json, r#"{"query":"query{viewer{login}}","queryId":"123"}"#.to_string()),
+        (
+            json,
+            r#"{"query":"query{viewer{login}}","extensions":{"persistedQuery":{"version":1,"sha256Hash":"ab"}}}"#
+                .to_string(),
+        ),
+        (form, "query=query%7Bviewer%7Blogin%7D%7D&documentId=abc".to_string()),
+        (
+            "Content-Type: multipart/form-data; boundary=b\r\n",
+            "--b\r\nContent-Disposition: form-data; name=\"query\"\r\n\r\nquery{viewer{login}}\r\n--b--\r\n"
+                .to_string(),
+        ),
+        (form, "{\"query\":\"query{viewer{login}}\"".to_string()),
+    ];
+    for (headers, body) in &unreadable {
+        let answer =
+            exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(&proxy, "POST", "/graphql", headers, body)).await;
+        assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("graphql_unreadable"), "{body}\n{answer}");
+    }
+    let curl_example = r#" { "query": "query { viewer { login }}" } "#;
+    let going = [
+        (json, harmless),
+        (form, curl_example),
+        ("", curl_example),
+        (json, r#"{"query":"{viewer{login}}","variables":{"id":"x"},"extensions":{}}"#),
+    ];
+    for (headers, body) in going {
+        let answer =
+            exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(&proxy, "POST", "/graphql", headers, body)).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{body}\n{answer}");
+    }
+
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), going.len(), "only the harmless documents left: {seen:#?}");
+    assert!(seen.iter().all(|seen| seen.header("authorization") == Some(&format!("token {SECRET}"))), "{seen:#?}");
 }
 
 /// F2: a request whose `Host`, absolute target or h2 `:authority` names another host (or port)

@@ -320,7 +320,7 @@ async fn forward(
     // A method override would let an ungated operation's method carry a gated one's, credentialed
     // (decision 0017): refused on an operation's host, matched or not.
     if operation_host {
-        if form_body(&request).is_some() {
+        if form_readings(&request).any() && !hyper::body::Body::is_end_stream(request.body()) {
             _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
         }
         let (read, overridden) = method_override(request).await;
@@ -335,11 +335,11 @@ async fn forward(
             return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
         }
     }
+    // Which operation a request to a path a GraphQL operation covers is depends on its document.
+    let graphql_path = session.credentialing.covers_graphql(&target.destination, &path);
     // A GraphQL document in the URL is never read, and a server may take it over the body's (or
     // answer a `GET` carrying one): refused on a path a GraphQL operation covers.
-    if request.uri().query().is_some_and(aileron_core::policy::graphql_in_query)
-        && session.credentialing.covers_graphql(&target.destination, &path)
-    {
+    if graphql_path && request.uri().query().is_some_and(aileron_core::policy::graphql_in_query) {
         let message = format!(
             "this request to {} carries a GraphQL document (or a persisted query's name) in its URL, which is not \
              read to know which operation it is: refused, nothing was sent; hint: send the document as the body's \
@@ -349,14 +349,42 @@ async fn forward(
         let error = json!({"class": "graphql_in_url", "message": message});
         return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
     }
-    if session.credentialing.needs_graphql(&method, &target.destination, &path) {
+    let needs_graphql = graphql_path && session.credentialing.needs_graphql(&method, &target.destination, &path);
+    // Only the body of a GraphQL operation's method is read for its document, and a server may
+    // read one in another's (Rails merges a `GET`'s JSON body into the `params` it takes `query`
+    // from): a body on a GraphQL path in any other method is refused (the fifty-third
+    // re-attack's F1). Refusing rather than reading it was chosen as the URL's document is
+    // refused: no client sends one, and what a server makes of it is the server's choice.
+    if graphql_path && !needs_graphql && !hyper::body::Body::is_end_stream(request.body()) {
         if _whole_body.is_none() {
             _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
         }
         let (parts, body) = request.into_parts();
+        match axum::body::to_bytes(body, super::sealed::MAX_GRAPHQL_BODY_BYTES).await {
+            Ok(bytes) if bytes.is_empty() => request = Request::from_parts(parts, Body::empty()),
+            _ => {
+                let message = format!(
+                    "this {method} to {} carries a body on a path GraphQL operations cover, and only the body of a \
+                     request in a GraphQL operation's method is read to know which operation it is: refused, nothing \
+                     was sent; hint: send a GraphQL document as a POST's body, and other requests to this path \
+                     without one",
+                    target.destination
+                );
+                let error = json!({"class": "graphql_body_method", "message": message});
+                return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
+            }
+        }
+    }
+    if needs_graphql {
+        if _whole_body.is_none() {
+            _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
+        }
+        // Read as JSON, and as a form when a server could read it so (the fifty-third re-attack's F5).
+        let forms = form_readings(&request);
+        let (parts, body) = request.into_parts();
         let read = axum::body::to_bytes(body, super::sealed::MAX_GRAPHQL_BODY_BYTES).await;
         let names = match &read {
-            Ok(bytes) => aileron_core::policy::graphql_names(bytes),
+            Ok(bytes) => aileron_core::policy::graphql_names(bytes, forms),
             Err(_) => Err(format!("the GraphQL request is over {} bytes", super::sealed::MAX_GRAPHQL_BODY_BYTES)),
         };
         request = Request::from_parts(parts, Body::from(read.unwrap_or_default()));
@@ -394,6 +422,18 @@ async fn forward(
             record.connector = Some(connector.fqn().to_string());
             record.operation = Some(operation.name.clone());
             record.credential = connector.manifest.credential_kind().map(|kind| kind.as_str().to_string());
+            // A transfer coding a server would decode (`gzip, chunked`) makes the body it reads
+            // another than the one an approval shows and binds (which leaves the header out):
+            // refused on a credentialed request (the fifty-third re-attack's low note).
+            if let Some(coding) = unframing_coding(request.headers()) {
+                let message = format!(
+                    "this request declares the transfer coding `{coding}`, which a server may decode into another \
+                     body than the one sent: refused, nothing was sent; hint: send the body as it is (chunked or \
+                     with a length)"
+                );
+                let error = json!({"class": "transfer_coding_refused", "message": message});
+                return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
+            }
             let asks = match admit(&session, &mut record, connector, operation, false).await {
                 Ok(Admitted::Go) => None,
                 Ok(Admitted::Ask(reason)) => Some(reason),
@@ -593,51 +633,75 @@ async fn refuse_request(
     answer(recorded, status, envelope(error))
 }
 
-/// The headers servers read as "treat this request as another method".
-const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-http-method", "x-method-override"];
-
-/// What kind of form `request`'s body is, when servers read a `_method` field in it (Rack,
-/// Laravel, Symfony): URL-encoded, or multipart.
-fn form_body(request: &Request<Body>) -> Option<&'static str> {
-    let content_type = request.headers().get(hyper::header::CONTENT_TYPE)?.to_str().ok()?;
-    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    match essence.as_str() {
-        "application/x-www-form-urlencoded" => Some("urlencoded"),
-        "multipart/form-data" => Some("multipart"),
-        _ => None,
-    }
+/// A transfer coding of `headers` other than `chunked`, if there is one (the first, cut to 64
+/// characters; a value that is not text counts as one).
+fn unframing_coding(headers: &hyper::HeaderMap) -> Option<String> {
+    headers.get_all(hyper::header::TRANSFER_ENCODING).iter().find_map(|line| {
+        let Ok(line) = line.to_str() else { return Some(String::from_utf8_lossy(line.as_bytes()).into_owned()) };
+        line.split(',')
+            .map(str::trim)
+            .find(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("chunked"))
+            .map(|coding| coding.chars().take(64).collect())
+    })
 }
 
-/// `request` (its body read whole when it is a form, at most [`super::sealed::MAX_SIGNED_BODY_BYTES`])
-/// and where it asks for another method, if it does: a method-override header, a `_method` query
-/// parameter, a `_method` form field; a form too large to read counts as one.
+/// The headers servers read as "treat this request as another method", compared with `_` read
+/// as `-` (a CGI-style server files `X_HTTP_Method_Override` under the same `HTTP_X_HTTP_METHOD_OVERRIDE`
+/// that `Rack::MethodOverride` reads: the fifty-third re-attack's F7).
+const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-http-method", "x-method-override"];
+
+/// How a server could read `request`'s body as a form, from every `Content-Type` line it carries
+/// ([`aileron_core::policy::form_readings`]: none or an empty one in a `POST`, a comma list naming
+/// a form, any `multipart/*` — as Rack reads them, widened).
+fn form_readings(request: &Request<Body>) -> aileron_core::policy::FormReadings {
+    let lines = request.headers().get_all(hyper::header::CONTENT_TYPE);
+    aileron_core::policy::form_readings(request.method().as_str(), lines.iter().map(|line| line.as_bytes()))
+}
+
+/// Whether a form's or URL query's parameter `name` (decoded) is keyed `_method` by a server.
+fn names_method(name: &str) -> bool {
+    aileron_core::policy::parameter_key(name) == "_method"
+}
+
+/// `request` (its body read whole when a server could read it as a form, at most
+/// [`super::sealed::MAX_SIGNED_BODY_BYTES`]) and where it asks for another method, if it does: a
+/// method-override header, a `_method` query parameter, a `_method` form field; a form too large
+/// to read counts as one. A body is a form unless its `Content-Type` names no form type (Rack
+/// reads a `POST` without one, or under a comma list or `multipart/mixed`, as a form: the
+/// fifty-third re-attack's F4), and names are keyed as Rack keys them (`[_method]` is `_method`).
 async fn method_override(request: Request<Body>) -> (Request<Body>, Option<String>) {
-    if let Some(name) = METHOD_OVERRIDE_HEADERS.iter().find(|name| request.headers().contains_key(**name)) {
+    let header = request.headers().keys().find_map(|name| {
+        let folded = name.as_str().replace('_', "-");
+        METHOD_OVERRIDE_HEADERS.contains(&folded.as_str()).then(|| name.as_str().to_string())
+    });
+    if let Some(name) = header {
         return (request, Some(format!("the {name} header")));
     }
-    let in_query = request.uri().query().is_some_and(|query| {
-        url::form_urlencoded::parse(query.as_bytes()).any(|(key, _)| key.trim().eq_ignore_ascii_case("_method"))
-    });
+    let in_query = request
+        .uri()
+        .query()
+        .is_some_and(|query| aileron_core::policy::form_pairs(query.as_bytes()).any(|(key, _)| names_method(&key)));
     if in_query {
         return (request, Some("a _method query parameter".to_string()));
     }
-    let Some(form) = form_body(&request) else { return (request, None) };
+    let forms = form_readings(&request);
+    if !forms.any() || hyper::body::Body::is_end_stream(request.body()) {
+        return (request, None);
+    }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, super::sealed::MAX_SIGNED_BODY_BYTES).await else {
         let found = format!("a form body over {} bytes (it could carry _method)", super::sealed::MAX_SIGNED_BODY_BYTES);
         return (Request::from_parts(parts, Body::empty()), Some(found));
     };
-    let in_form = match form {
-        "urlencoded" => url::form_urlencoded::parse(&bytes).any(|(key, _)| key.trim().eq_ignore_ascii_case("_method")),
-        // A part named `_method`, quoted or not (a part's headers are ASCII).
-        _ => {
-            let lowered = bytes.to_ascii_lowercase();
-            [&b"name=\"_method\""[..], b"name=_method", b"name='_method'"]
-                .iter()
-                .any(|needle| memchr::memmem::find(&lowered, needle).is_some())
-        }
+    let in_pairs = forms.urlencoded && aileron_core::policy::form_pairs(&bytes).any(|(key, _)| names_method(&key));
+    // A part named `_method` however its name is quoted, bracketed or escaped: the name anywhere
+    // (a part's headers are ASCII; its content is refused with it, which only a form carrying
+    // the word does).
+    let in_parts = forms.multipart && {
+        let lowered = bytes.to_ascii_lowercase();
+        [&b"_method"[..], b"%5fmethod"].iter().any(|needle| memchr::memmem::find(&lowered, needle).is_some())
     };
-    let found = in_form.then(|| "a _method form field".to_string());
+    let found = (in_pairs || in_parts).then(|| "a _method form field".to_string());
     (Request::from_parts(parts, Body::from(bytes)), found)
 }
 
