@@ -624,6 +624,97 @@ mod tests {
         }
     }
 
+    /// The fifty-sixth re-attack's N1: GitHub takes a `POST` to any resource that accepts a
+    /// `PATCH` as that `PATCH`, and the spec's ungated `POST /**` credentialed every one outside a
+    /// repository — an organization's webhook re-pointed, every member made admin, invitations
+    /// accepted — which no `PATCH` operation covers at all. Outside `/repos/{owner}/{repo}/**`
+    /// every `POST` of the spec to the API waits, save the listed creates (none of which GitHub
+    /// takes a `PATCH` at); inside, every gated `PATCH` is gated as a `POST` too (walked above).
+    /// Its N2: a repository invitation raised by `PATCH`, and GraphQL deletes, went out ungated.
+    #[test]
+    fn every_post_outside_a_repository_waits_but_the_listed_creates() {
+        use aileron_core::manifest::Segment;
+        use aileron_core::policy::{OperationIndex, OperationMatch};
+        const UNGATED_CREATES: [&str; 5] =
+            ["/graphql", "/gists", "/gists/{gist_id}/comments", "/markdown", "/markdown/raw"];
+        let parsed = aileron_core::manifest::parse_manifest(GITHUB_CLI_MANIFEST, "manifest.toml").unwrap();
+        let operations = parsed.proxy.unwrap().operations;
+        let api = "api.github.com:443";
+        for post in operations.iter().filter(|o| o.method == "POST" && o.host == api && !o.approval) {
+            let segments = &post.path.segments;
+            let in_repository = matches!(
+                segments.as_slice(),
+                [Segment::Literal(repos), Segment::Parameter(_), Segment::Parameter(_), ..] if repos == "repos"
+            );
+            let mut path: String = segments
+                .iter()
+                .map(|segment| match segment {
+                    Segment::Literal(literal) => format!("/{literal}"),
+                    Segment::Parameter(name) => format!("/{{{name}}}"),
+                })
+                .collect();
+            if post.path.rest {
+                path.push_str("/**");
+            }
+            assert!(
+                in_repository || UNGATED_CREATES.contains(&path.as_str()),
+                "POST {path} ({}) goes at once outside a repository",
+                post.name
+            );
+        }
+        let index = OperationIndex::new(operations.iter().cloned().map(|operation| ((), operation)).collect());
+        let gated = |method: &str, path: &str, field: Option<&str>| {
+            let fields = field.map(|field| std::collections::BTreeSet::from([field.to_string()]));
+            match index.match_request_with(method, api, path, None, &[], fields.as_ref()) {
+                OperationMatch::Matched { operation, .. } => operation.approval,
+                other => panic!("{method} {path} {field:?}: {other:?}"),
+            }
+        };
+        for path in [
+            "/orgs/o/hooks/1/config",
+            "/orgs/o/hooks/1",
+            "/orgs/o",
+            "/orgs/o/actions/runner-groups/1",
+            "/orgs/o/teams/t",
+            "/orgs/o/repos",
+            "/user",
+            "/user/repos",
+            "/user/repository_invitations/1",
+            "/user/memberships/orgs/o",
+            "/enterprises/e/actions/permissions",
+            "/gists/1",
+            "/app/hook/config",
+            "/notifications/threads/1",
+            "/projects/columns/cards/1",
+            "/repos/o/r/invitations/1",
+            "/repos/o/r/generate",
+        ] {
+            assert!(gated("POST", path, None), "POST {path} is not gated");
+        }
+        assert!(gated("PATCH", "/repos/o/r/invitations/1", None), "PATCH of an invitation is not gated");
+        for path in
+            ["/gists", "/gists/1/comments", "/markdown", "/repos/o/r/issues", "/repos/o/r/pulls", "/repos/o/r/forks"]
+        {
+            assert!(!gated("POST", path, None), "POST {path} should stay ungated");
+        }
+        for field in [
+            "deleteIssueComment",
+            "deletePullRequestReviewComment",
+            "deleteDiscussion",
+            "deleteDiscussionComment",
+            "deleteProjectV2Item",
+            "deleteLinkedBranch",
+            "deleteRef",
+            "createRepository",
+            "cloneTemplateRepository",
+        ] {
+            assert!(gated("POST", "/graphql", Some(field)), "{field} is not gated");
+        }
+        for field in ["createIssue", "addComment", "viewer"] {
+            assert!(!gated("POST", "/graphql", Some(field)), "{field} should stay ungated");
+        }
+    }
+
     #[test]
     fn a_stored_git_credential_is_github_s_only() {
         let password = |line: &str| stored_github_password(line).map(|p| p.to_string());
