@@ -1,5 +1,5 @@
 //! How a server could read a request's body as a form, and how it keys a form's or a URL query's
-//! parameters (Rack 2 and 3, which GitHub's API is built on; other frameworks read no wider).
+//! parameters (Rack 2 and 3, which GitHub's API is built on, and PHP's `$_GET` and `$_POST`).
 //! Every reading here is widened, never narrowed: a check built on it may see a field a given
 //! server would not, never miss one a plausible server reads, so it fails closed (the
 //! fifty-third re-attack passed `_method` and GraphQL documents through each narrower reading).
@@ -65,13 +65,17 @@ pub fn form_pairs(text: &[u8]) -> impl Iterator<Item = (String, String)> + '_ {
 }
 
 /// The key a parameter `name` (decoded) is filed under in the `params` a server builds, widened:
-/// leading `[`, `]` and whitespace dropped and the rest taken up to the next bracket (Rack 2's
-/// `normalize_params` keys `[query]`, `]query` and `[[query]]` as `query`; Rack 3 and PHP key
-/// `query[x]` so), trimmed, ASCII lowercase.
+/// taken up to a NUL, leading `[`, `]` and whitespace dropped and the rest taken up to the next
+/// bracket (Rack 2's `normalize_params` keys `[query]`, `]query` and `[[query]]` as `query`; Rack
+/// 3 and PHP key `query[x]` so), trimmed, `.` and ` ` read as `_`, ASCII lowercase. PHP
+/// (`php_register_variable_ex`) takes a decoded name's C-string length, so a NUL ends it, and
+/// turns `.` and ` ` into `_`: `_method%00x`, `.method` and `query%00` are `_method` and `query`
+/// to Laravel, Symfony and graphql-php (the fifty-sixth re-attack's N3 and N4).
 pub fn parameter_key(name: &str) -> String {
+    let name = name.split('\0').next().unwrap_or_default();
     let name = name.trim_start_matches(|c: char| c == '[' || c == ']' || c.is_whitespace());
     let key = name.split(['[', ']']).next().unwrap_or_default();
-    key.trim().to_ascii_lowercase()
+    key.trim().chars().map(|c| if matches!(c, '.' | ' ') { '_' } else { c.to_ascii_lowercase() }).collect()
 }
 
 #[cfg(test)]
@@ -133,5 +137,30 @@ mod tests {
         }
         let pairs: Vec<(String, String)> = form_pairs(b"a=1;%5Bquery%5D=x+y&b").collect();
         assert_eq!(pairs, [("a".into(), "1".into()), ("[query]".into(), "x y".into()), ("b".into(), "".into())]);
+    }
+
+    /// The fifty-sixth re-attack's N3 and N4: PHP (Laravel, Symfony, graphql-php on `$_POST`)
+    /// ends a parameter's name at a NUL and turns `.` and ` ` into `_`, so `_method%00x`,
+    /// `.method` and `query%00` are `_method` and `query` to it; the proxy keyed them otherwise.
+    #[test]
+    fn a_parameter_is_keyed_as_php_keys_it_too() {
+        for (name, key) in [
+            ("_method\0", "_method"),
+            ("_method\0x", "_method"),
+            (".method", "_method"),
+            (" .method", "_method"),
+            ("[.method]", "_method"),
+            ("query\0", "query"),
+            ("query\0[x]", "query"),
+            ("doc.id", "doc_id"),
+            ("doc id", "doc_id"),
+            ("x\0_method", "x"),
+        ] {
+            assert_eq!(parameter_key(name), key, "{name:?}");
+        }
+        let pairs: Vec<String> = form_pairs(b"query=%7Ba%7D&query%00=m&_method%00=PUT&.method=PUT")
+            .map(|(n, _)| parameter_key(&n))
+            .collect();
+        assert_eq!(pairs, ["query", "query", "_method", "_method"]);
     }
 }

@@ -183,11 +183,17 @@ enum GraphqlMember {
     StandIn,
 }
 
-/// `key` (already lowercase) as a GraphQL member, `_` and `-` ignored: `query` in any case (Go's
-/// `encoding/json` matches keys so, the last one winning); `extensions` (a persisted query's
-/// hash), `documentId`, `doc_id`, `queryId`, `id`, `persistedQuery` (a persisted document's name).
+/// `key` as a GraphQL member, `_` and `-` ignored: `query` in any case (Go's `encoding/json`
+/// matches keys so, the last one winning); `extensions` (a persisted query's hash), `documentId`,
+/// `doc_id`, `queryId`, `id`, `persistedQuery` (a persisted document's name). Case is folded as
+/// Go folds it, Unicode's simple folding: `ſ` (U+017F) is `s` and `K` (U+212A) is `k` to it, and
+/// `extenſions` named a stored document the proxy did not see (the fifty-sixth re-attack's N6).
 fn graphql_member(key: &str) -> Option<GraphqlMember> {
-    let folded: String = key.chars().filter(|c| !matches!(c, '_' | '-')).map(|c| c.to_ascii_lowercase()).collect();
+    let folded: String = key
+        .chars()
+        .filter(|c| !matches!(c, '_' | '-'))
+        .flat_map(|c| if c == '\u{17f}' { 's' } else { c }.to_lowercase())
+        .collect();
     match folded.as_str() {
         "query" => Some(GraphqlMember::Document),
         "extensions" | "queryid" | "documentid" | "docid" | "id" | "persistedquery" => Some(GraphqlMember::StandIn),
@@ -200,24 +206,35 @@ fn graphql_member(key: &str) -> Option<GraphqlMember> {
 /// approval more often, never less. The body is read every way a server could read it, and the
 /// names of every reading are taken (the fifty-third re-attack's F2 and F5):
 ///
-/// - as JSON when it starts like JSON (`{…}` or a batch `[…]`): its first value (a Go
-///   `json.Decoder` ignores what follows), invalid UTF-8 replaced (as Go does), every member
-///   that is `query` in any case and every duplicate (parsers differ on which one wins);
+/// - as JSON when it starts like JSON (`{…}` or a batch `[…]`, after a UTF-8 BOM: the
+///   fifty-sixth re-attack's N5): its first value (a Go `json.Decoder` ignores what follows),
+///   invalid UTF-8 replaced (as Go does), every member that is `query` in any case and every
+///   duplicate (parsers differ on which one wins);
 /// - as a URL-encoded form when its `Content-Type` lets a server read one (`forms`, see
 ///   [`crate::policy::form_readings`]: Rails reads `params[:query]` from a form), every
-///   parameter keyed `query` as Rack keys it.
+///   parameter keyed `query` as Rack or PHP keys it.
 ///
-/// An error, so the request is refused rather than guessed, when: it starts like JSON and is not
-/// JSON; no reading holds a document (a `query` string); a document is stood in for by a
-/// persisted query's name (`documentId`, `doc_id`, `id`, `queryId`, a non-empty `extensions`),
-/// which is not read, as [`graphql_in_query`] refuses them in the URL; or the body may be read as
-/// multipart, whose parts are not parsed.
+/// An error, so the request is refused rather than guessed, when: it is not UTF-8 (a UTF-16 or
+/// UTF-32 byte order mark, or a NUL byte, which no JSON or URL-encoded UTF-8 body holds); it
+/// starts like JSON and is not JSON; no reading holds a document (a `query` string); a document
+/// is stood in for by a persisted query's name (`documentId`, `doc_id`, `id`, `queryId`, a
+/// non-empty `extensions`), which is not read, as [`graphql_in_query`] refuses them in the URL;
+/// or the body may be read as multipart, whose parts are not parsed.
 pub fn graphql_names(body: &[u8], forms: crate::policy::FormReadings) -> Result<BTreeSet<String>, String> {
     if forms.multipart {
         return Err("a multipart GraphQL request is not read (its parts could hold any document); send it as \
                     JSON"
             .to_string());
     }
+    // A body in UTF-16 or UTF-32 (a BOM, or the NUL bytes an ASCII character has there) is JSON
+    // to a server that detects its encoding (Python's `json.loads`) and bytes to this reading.
+    if body.starts_with(&[0xfe, 0xff]) || body.starts_with(&[0xff, 0xfe]) || body.contains(&0) {
+        return Err("the GraphQL request is not UTF-8 (it has a UTF-16 or UTF-32 byte order mark, or a NUL \
+                    byte); send it as UTF-8"
+            .to_string());
+    }
+    // A UTF-8 BOM is dropped by the server's decoding (a fetch API's `json()`): read past it.
+    let body = body.strip_prefix("\u{feff}".as_bytes()).unwrap_or(body);
     let mut names = BTreeSet::new();
     let mut documents = Vec::new();
     let text = String::from_utf8_lossy(body);
@@ -504,6 +521,45 @@ mod tests {
         ] {
             assert!(names(body, forms).unwrap().contains("viewer") || names(body, forms).unwrap().contains("a"));
         }
+    }
+
+    /// The fifty-sixth re-attack's N4, N5 and N6: PHP files `query%00` under `query` (its
+    /// `$_POST['query']` the mutation); a UTF-8 BOM made the proxy skip the JSON reading that a
+    /// fetch-API server (GraphQL Yoga) does after dropping the BOM, and a UTF-16 body is JSON to
+    /// Python's `json.loads`; Go's `encoding/json` folds `extenſions` (U+017F) into `extensions`.
+    #[test]
+    fn a_graphql_body_is_read_past_a_bom_and_its_names_folded_as_php_and_go_fold_them() {
+        use crate::policy::FormReadings;
+        let (json, form) = (FormReadings::default(), FormReadings { urlencoded: true, multipart: false });
+        let merges = |body: &[u8], forms| graphql_names(body, forms).unwrap().contains("mergePullRequest");
+        assert!(merges(b"query=%7Ba%7D&query%00=mutation%7BmergePullRequest%7Ba%7D%7D", form), "query%00");
+        assert!(merges(b"query=%7Ba%7D&.query=x&qu.ery=mutation%7BmergePullRequest%7D", form), "qu.ery");
+        for query in ["query%00=x", "query%00x=x", ".query=x", "extensions%00=x"] {
+            assert!(graphql_in_query(query), "{query}");
+        }
+        let bom = "\u{feff}{\"query\":\"mutation{mergePullRequest{a}}\",\"x\":\"&query={viewer{login}}&\"}";
+        assert!(merges(bom.as_bytes(), form), "a BOM before JSON typed JSON and a form");
+        assert!(merges(bom.as_bytes(), json), "a BOM before JSON typed JSON");
+        // UTF-16BE after its BOM: JSON to a server that decodes it, a harmless form to a byte reader.
+        let utf16 = |text: &str| text.encode_utf16().flat_map(u16::to_be_bytes).collect::<Vec<u8>>();
+        let mut polyglot = vec![0xfe, 0xff];
+        polyglot.extend(utf16("{\"query\":\"mutation{mergePullRequest{a}}\",\"x\":\""));
+        polyglot.extend(b"&query={viewer}&");
+        polyglot.extend(utf16("\"}"));
+        let utf32: Vec<u8> = "{\"query\":\"{a}\"}".chars().flat_map(|c| (c as u32).to_le_bytes()).collect();
+        for body in [&polyglot[..], &polyglot[2..], &utf32[..], b"\xff\xfeq", b"query={a}&x=\0"] {
+            assert!(graphql_names(body, form).is_err(), "{body:?}");
+            assert!(graphql_names(body, json).is_err(), "{body:?}");
+        }
+        for body in [
+            "{\"query\":\"\",\"exten\u{17f}ions\":{\"persistedQuery\":{\"sha256Hash\":\"ab\"}}}",
+            "{\"query\":\"{a}\",\"EXTEN\u{17f}IONS\":{\"a\":1}}",
+            "{\"query\":\"{a}\",\"persi\u{17f}tedQuery\":\"x\"}",
+        ] {
+            assert!(graphql_names(body.as_bytes(), json).is_err(), "{body}");
+        }
+        assert!(graphql_names("{\"query\":\"{a}\",\"exten\u{17f}ions\":{}}".as_bytes(), json).is_ok());
+        assert!(merges(r#"{"query":"{a}","extenſions":null,"QUERY":"mutation{mergePullRequest}"}"#.as_bytes(), json));
     }
 
     use super::*;

@@ -610,6 +610,142 @@ async fn a_graphql_body_is_read_as_every_server_could_read_it() {
     assert!(seen.iter().all(|seen| seen.header("authorization") == Some(&format!("token {SECRET}"))), "{seen:#?}");
 }
 
+/// The fifty-sixth re-attack's N3: Laravel merges a JSON body into the input Symfony's
+/// `getMethod` reads `_method` from, and PHP files `.method`, ` .method` and `_method%00x` (in a
+/// form or the URL) under `_method`; each went out credentialed under the ungated `POST`. Each is
+/// refused now, nothing sent; JSON without `_method` as a member, and a form without one, go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_override_php_or_laravel_would_read_is_refused() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-override-56", &upstream).await;
+    let (json, form) = ("Content-Type: application/json\r\n", "Content-Type: application/x-www-form-urlencoded\r\n");
+    let overriding = [
+        raw_request(&proxy, "POST", "/upload/a", json, r#"{"_method":"DELETE","merge_method":"merge"}"#),
+        raw_request(
+            &proxy,
+            "POST",
+            "/upload/b",
+            "Content-Type: application/vnd.api+json\r\n",
+            r#"{"a":1,"_method":"x"}"#,
+        ),
+        raw_request(&proxy, "POST", "/upload/c", json, "\u{feff} {\"_method\":\"DELETE\"}"),
+        raw_request(&proxy, "POST", "/upload/d", form, "merge_method=merge&.method=DELETE"),
+        raw_request(&proxy, "POST", "/upload/e", form, "merge_method=merge&_method%00=DELETE"),
+        raw_request(&proxy, "POST", "/upload/f", form, "%20.method=DELETE"),
+        raw_request(&proxy, "POST", "/upload/g?.method=DELETE", json, "{}"),
+        raw_request(&proxy, "POST", "/upload/h?_method%00x=DELETE", json, "{}"),
+    ];
+    for request in &overriding {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, request).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{request}\n{answer}");
+        assert!(answer.contains("method_override_refused") && answer.contains("hint:"), "{answer}");
+    }
+    let going = [
+        raw_request(&proxy, "POST", "/upload/json", json, r#"{"a":{"_method":"DELETE"},"b":"_method"}"#),
+        raw_request(&proxy, "POST", "/upload/form", form, "merge_method=merge&x.y=_method"),
+    ];
+    for request in &going {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{request}\n{answer}");
+    }
+    let seen = upstream.seen();
+    let paths: Vec<&str> = seen.iter().map(|seen| seen.path.as_str()).collect();
+    assert_eq!(paths, ["/upload/json", "/upload/form"], "{seen:#?}");
+}
+
+/// The fifty-sixth re-attack's N4, N5 and N6: a PHP server's `$_POST['query']` is the form's
+/// `query%00`; a fetch-API server (GraphQL Yoga, taking the first type of a comma list) reads
+/// a UTF-8 BOM's JSON, which the proxy read as a form alone; a UTF-16 body is JSON to Python; a
+/// server inflating a `Content-Encoding: gzip` body reads what the proxy could not; Go folds
+/// `extenſions` (U+017F) into `extensions`. Each went out credentialed as the ungated `graphql`;
+/// each mutation is held now, and what cannot be read is refused unsent (`graphql_unreadable`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graphql_body_is_read_as_php_go_and_fetch_servers_read_it() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-graphql-56", &upstream).await;
+    let form = "Content-Type: application/x-www-form-urlencoded\r\n";
+    let both = "Content-Type: application/json, application/x-www-form-urlencoded\r\n";
+    let held = [
+        (form, "query=%7Bviewer%7Blogin%7D%7D&query%00=mutation%7BmergePullRequest%7Ba%7D%7D".to_string()),
+        (
+            both,
+            "\u{feff}{\"query\":\"mutation{mergePullRequest(input:{}){a}}\",\"x\":\"&query={viewer{login}}&\"}"
+                .to_string(),
+        ),
+        ("", "\u{feff}{\"query\":\"mutation{mergePullRequest(input:{}){a}}\",\"x\":\"&query={a}&\"}".to_string()),
+    ];
+    for (headers, body) in &held {
+        let answer =
+            exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(&proxy, "POST", "/graphql", headers, body)).await;
+        assert!(answer.starts_with("HTTP/1.1 403") && answer.contains("approval_required"), "{body}\n{answer}");
+    }
+    let utf16: String = "{\"query\":\"{a}\",\"x\":\"&query={viewer}&\"}".chars().flat_map(|c| ['\0', c]).collect();
+    let unreadable = [
+        (both, utf16),
+        (
+            "Content-Type: application/json\r\nContent-Encoding: gzip\r\n",
+            r#"{"query":"query{viewer{login}}"}"#.to_string(),
+        ),
+        ("Content-Encoding: identity, deflate\r\n", "query=%7Bviewer%7Blogin%7D%7D".to_string()),
+        (
+            "Content-Type: application/json\r\n",
+            r#"{"query":"","extenſions":{"persistedQuery":{"version":1,"sha256Hash":"abab"}}}"#.to_string(),
+        ),
+    ];
+    for (headers, body) in &unreadable {
+        let answer =
+            exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(&proxy, "POST", "/graphql", headers, body)).await;
+        assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("graphql_unreadable"), "{body}\n{answer}");
+    }
+    let harmless = r#"{"query":"query{viewer{login}}"}"#;
+    let going = [
+        ("Content-Type: application/json\r\n", format!("\u{feff}{harmless}")),
+        ("Content-Type: application/json\r\nContent-Encoding: identity\r\n", harmless.to_string()),
+    ];
+    for (headers, body) in &going {
+        let answer =
+            exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(&proxy, "POST", "/graphql", headers, body)).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{body}\n{answer}");
+    }
+    assert_eq!(upstream.seen().len(), going.len(), "only the harmless documents left: {:#?}", upstream.seen());
+}
+
+/// The fifty-sixth re-attack's N7: `Transfer-Encoding: chunked , chunked` passed the
+/// transfer-coding refusal and went upstream as sent, though the proxy framed the body once (a
+/// server decoding it twice reads another body). One `chunked` is accepted, and sent as the proxy
+/// framed it; anything else is refused unsent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_coding_is_accepted_only_as_one_chunked() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-coding-56", &upstream).await;
+    let chunked = |path: &str, lines: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n{lines}\
+             Connection: close\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n",
+            proxy.destination
+        )
+    };
+    for lines in [
+        "Transfer-Encoding: chunked , chunked\r\n",
+        "Transfer-Encoding: chunked,chunked\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: ,chunked\r\n",
+    ] {
+        let answer = exchange(proxy.tls(&[b"http/1.1"]).await, &chunked("/upload/twice", lines)).await;
+        assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("transfer_coding_refused"), "{lines}\n{answer}");
+    }
+    let answer =
+        exchange(proxy.tls(&[b"http/1.1"]).await, &chunked("/upload/once", "Transfer-Encoding:  Chunked \r\n")).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let seen = upstream.seen();
+    assert_eq!(seen.iter().map(|seen| seen.path.as_str()).collect::<Vec<_>>(), ["/upload/once"], "{seen:#?}");
+    assert_eq!(seen[0].header("transfer-encoding"), Some("chunked"), "{seen:#?}");
+    assert_eq!(seen[0].body, b"{}");
+}
+
 /// F2: a request whose `Host`, absolute target or h2 `:authority` names another host (or port)
 /// than its tunnel's destination is refused 421 and recorded under the destination, whether the
 /// host has operations or not; nothing leaves. A request naming the destination goes, and an h2

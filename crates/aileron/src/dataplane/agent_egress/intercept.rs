@@ -320,7 +320,9 @@ async fn forward(
     // A method override would let an ungated operation's method carry a gated one's, credentialed
     // (decision 0017): refused on an operation's host, matched or not.
     if operation_host {
-        if form_readings(&request).any() && !hyper::body::Body::is_end_stream(request.body()) {
+        if (form_readings(&request).any() || json_readable(&request))
+            && !hyper::body::Body::is_end_stream(request.body())
+        {
             _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
         }
         let (read, overridden) = method_override(request).await;
@@ -379,6 +381,18 @@ async fn forward(
         if _whole_body.is_none() {
             _whole_body = session.whole_bodies.clone().acquire_owned().await.ok();
         }
+        // A body in a content coding is read by a server that decodes it (body-parser inflates
+        // gzip and deflate) and not by this reading, which takes the bytes sent: refused, as
+        // decoding here would need a bound on what a small body inflates to, and no GraphQL
+        // client sends one (the fifty-sixth re-attack's N5).
+        if let Some(coding) = content_coding(request.headers()) {
+            let message = format!(
+                "the GraphQL request's body is in the content coding `{coding}`, which is not read to know which \
+                 operation it is: refused, nothing was sent; hint: send the body uncompressed"
+            );
+            let error = json!({"class": "graphql_unreadable", "message": message});
+            return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
+        }
         // Read as JSON, and as a form when a server could read it so (the fifty-third re-attack's F5).
         let forms = form_readings(&request);
         let (parts, body) = request.into_parts();
@@ -428,11 +442,18 @@ async fn forward(
             if let Some(coding) = unframing_coding(request.headers()) {
                 let message = format!(
                     "this request declares the transfer coding `{coding}`, which a server may decode into another \
-                     body than the one sent: refused, nothing was sent; hint: send the body as it is (chunked or \
-                     with a length)"
+                     body than the one sent: refused, nothing was sent; hint: send the body as it is (chunked once, \
+                     or with a length)"
                 );
                 let error = json!({"class": "transfer_coding_refused", "message": message});
                 return Ok(reject(&session, record, Map::new(), StatusCode::BAD_REQUEST, error).await);
+            }
+            // The one `chunked` accepted goes upstream as the proxy frames it, never as the
+            // agent spelled it (the fifty-sixth re-attack's N7).
+            if request.headers().contains_key(hyper::header::TRANSFER_ENCODING) {
+                request
+                    .headers_mut()
+                    .insert(hyper::header::TRANSFER_ENCODING, hyper::header::HeaderValue::from_static("chunked"));
             }
             let asks = match admit(&session, &mut record, connector, operation, false).await {
                 Ok(Admitted::Go) => None,
@@ -633,14 +654,34 @@ async fn refuse_request(
     answer(recorded, status, envelope(error))
 }
 
-/// A transfer coding of `headers` other than `chunked`, if there is one (the first, cut to 64
-/// characters; a value that is not text counts as one).
+/// The transfer codings of `headers` when they are anything but none or exactly one `chunked`
+/// (trimmed, any case), cut to 64 characters: another coding, an empty element, or `chunked`
+/// twice (`chunked , chunked` passed a check for other codings, and a server decoding it twice
+/// reads another body: the fifty-sixth re-attack's N7). A value that is not text counts too.
 fn unframing_coding(headers: &hyper::HeaderMap) -> Option<String> {
-    headers.get_all(hyper::header::TRANSFER_ENCODING).iter().find_map(|line| {
+    let lines = headers.get_all(hyper::header::TRANSFER_ENCODING);
+    let mut codings = Vec::new();
+    for line in lines.iter() {
+        codings.extend(line.to_str().map_or_else(|_| vec![""], |line| line.split(',').map(str::trim).collect()));
+    }
+    match codings.as_slice() {
+        [] => None,
+        [coding] if coding.eq_ignore_ascii_case("chunked") => None,
+        _ => {
+            let declared = lines.iter().map(|line| String::from_utf8_lossy(line.as_bytes())).collect::<Vec<_>>();
+            Some(declared.join(", ").chars().take(64).collect())
+        }
+    }
+}
+
+/// The content coding of `headers` other than `identity`, if there is one (the first, cut to 64
+/// characters; a value that is not text counts as one).
+fn content_coding(headers: &hyper::HeaderMap) -> Option<String> {
+    headers.get_all(hyper::header::CONTENT_ENCODING).iter().find_map(|line| {
         let Ok(line) = line.to_str() else { return Some(String::from_utf8_lossy(line.as_bytes()).into_owned()) };
         line.split(',')
             .map(str::trim)
-            .find(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("chunked"))
+            .find(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("identity"))
             .map(|coding| coding.chars().take(64).collect())
     })
 }
@@ -663,12 +704,36 @@ fn names_method(name: &str) -> bool {
     aileron_core::policy::parameter_key(name) == "_method"
 }
 
-/// `request` (its body read whole when a server could read it as a form, at most
-/// [`super::sealed::MAX_SIGNED_BODY_BYTES`]) and where it asks for another method, if it does: a
-/// method-override header, a `_method` query parameter, a `_method` form field; a form too large
-/// to read counts as one. A body is a form unless its `Content-Type` names no form type (Rack
-/// reads a `POST` without one, or under a comma list or `multipart/mixed`, as a form: the
-/// fifty-third re-attack's F4), and names are keyed as Rack keys them (`[_method]` is `_method`).
+/// Whether `request` is a `POST` whose body Laravel reads as JSON into the input Symfony's
+/// `getMethod` takes `_method` from (`Request::isJson`: a `Content-Type` naming `/json` or
+/// `+json`; widened to `json` anywhere in any line). Symfony and Rack honour `_method` on a
+/// `POST` alone.
+fn json_readable(request: &Request<Body>) -> bool {
+    request.method() == hyper::Method::POST
+        && request
+            .headers()
+            .get_all(hyper::header::CONTENT_TYPE)
+            .iter()
+            .any(|line| line.as_bytes().to_ascii_lowercase().windows(4).any(|window| window == b"json"))
+}
+
+/// Whether a JSON body's top-level object (its first value, after a UTF-8 BOM) has a member keyed
+/// `_method`. A body that is no JSON object has none: Laravel reads nothing from it.
+fn json_names_method(body: &[u8]) -> bool {
+    let body = body.strip_prefix("\u{feff}".as_bytes()).unwrap_or(body);
+    let text = String::from_utf8_lossy(body);
+    let mut values = serde_json::Deserializer::from_str(&text).into_iter::<Map<String, Value>>();
+    values.next().and_then(Result::ok).is_some_and(|members| members.keys().any(|key| names_method(key)))
+}
+
+/// `request` (its body read whole when a server could read it as a form, or as JSON Laravel
+/// takes `_method` from, at most [`super::sealed::MAX_SIGNED_BODY_BYTES`]) and where it asks for
+/// another method, if it does: a method-override header, a `_method` query parameter, a `_method`
+/// form field or top-level JSON member; a body too large to read counts as one. A body is a form
+/// unless its `Content-Type` names no form type (Rack reads a `POST` without one, or under a
+/// comma list or `multipart/mixed`, as a form: the fifty-third re-attack's F4), and names are
+/// keyed as Rack and PHP key them (`[_method]`, `.method` and `_method%00x` are `_method`: the
+/// fifty-sixth re-attack's N3).
 async fn method_override(request: Request<Body>) -> (Request<Body>, Option<String>) {
     let header = request.headers().keys().find_map(|name| {
         let folded = name.as_str().replace('_', "-");
@@ -684,15 +749,18 @@ async fn method_override(request: Request<Body>) -> (Request<Body>, Option<Strin
     if in_query {
         return (request, Some("a _method query parameter".to_string()));
     }
-    let forms = form_readings(&request);
-    if !forms.any() || hyper::body::Body::is_end_stream(request.body()) {
+    let (forms, json) = (form_readings(&request), json_readable(&request));
+    if !(forms.any() || json) || hyper::body::Body::is_end_stream(request.body()) {
         return (request, None);
     }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, super::sealed::MAX_SIGNED_BODY_BYTES).await else {
-        let found = format!("a form body over {} bytes (it could carry _method)", super::sealed::MAX_SIGNED_BODY_BYTES);
+        let found = format!("a body over {} bytes (it could carry _method)", super::sealed::MAX_SIGNED_BODY_BYTES);
         return (Request::from_parts(parts, Body::empty()), Some(found));
     };
+    if json && json_names_method(&bytes) {
+        return (Request::from_parts(parts, Body::from(bytes)), Some("a _method JSON member".to_string()));
+    }
     let in_pairs = forms.urlencoded && aileron_core::policy::form_pairs(&bytes).any(|(key, _)| names_method(&key));
     // A part named `_method` however its name is quoted, bracketed or escaped: the name anywhere
     // (a part's headers are ASCII; its content is refused with it, which only a form carrying
