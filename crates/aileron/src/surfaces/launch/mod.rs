@@ -1348,9 +1348,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .iter()
         .filter(|file| !indexes_at_launch.tracked_at_launch(file))
         .map(|file| {
-            let bytes = git::read_capped(file, true, MAX_IGNORE_FILE_PUT_BACK + 1)
-                .ok()
-                .filter(|bytes| bytes.len() as u64 <= MAX_IGNORE_FILE_PUT_BACK);
+            let bytes = planted::file_as_it_is(file).ok().flatten();
             (file.clone(), (planted::lines_that_run(file, git::is_a_pattern), bytes))
         })
         .collect();
@@ -1414,10 +1412,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
                  log`): put back as it was at launch; {}\nhint: run `git fsck` there",
                 agent.name(),
                 shown(file),
-                match &taken.kept {
-                    Ok(kept) => format!("the agent's version is {}", shown(kept)),
-                    Err(why) => format!("the agent's version was not kept ({why})"),
-                }
+                taken.agents_version_kept()
             );
         }
     }
@@ -1832,10 +1827,6 @@ fn trust_bundle_path(env: &LaunchEnv, session_id: &str) -> PathBuf {
 /// Where, in the Aileron home (masked from every agent), the git objects each session made are
 /// listed, a file a repository ([`hidden_changes::IndexSnapshot::with_history`]).
 const SESSION_OBJECTS: &str = "launch-objects";
-
-/// An untracked `.gitignore` of at most this size is kept at launch, to be put back at the exit
-/// (a larger one only has the patterns the agent added taken out).
-const MAX_IGNORE_FILE_PUT_BACK: u64 = 1024 * 1024;
 
 /// Host socket files hidden from an agent at most (mounts cost a little each).
 const MAX_HIDDEN_SOCKETS: usize = 2048;

@@ -295,19 +295,12 @@ fn applied(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
 pub(super) mod tests {
     use std::io::Write as _;
     use std::path::PathBuf;
-    use std::process::Command;
 
     use super::*;
 
     fn git(repo: &Path, args: &[&str]) -> Option<String> {
-        let output = Command::new("git")
-            .args(["-c", "user.name=U", "-c", "user.email=u@x"])
-            .args(args)
-            .current_dir(repo)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .ok()?;
+        let args = [&["-c", "user.name=U", "-c", "user.email=u@x"][..], args].concat();
+        let output = crate::surfaces::launch::cache_tree::tests::git_output(repo, &args, &[]).ok()?;
         output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
     }
 

@@ -296,6 +296,15 @@ impl TakenOut {
         )
     }
 
+    /// Where the agent's version is kept when the file was put back as it was at launch, as the
+    /// user is told.
+    pub fn agents_version_kept(&self) -> String {
+        match &self.kept {
+            Ok(kept) => format!("the agent's version is {}", super::shown(kept)),
+            Err(why) => format!("the agent's version was not kept ({why})"),
+        }
+    }
+
     /// Where the file as it was is kept, as the user is told.
     pub fn kept_where(&self) -> String {
         match &self.kept {
@@ -463,8 +472,8 @@ impl AddedLines {
                 format!(
                     "{agent} took out or moved patterns of {file}{added}, and git does not track it, so neither `git \
                      status` nor `git diff` shows that: put back as it was at launch, so it shows again what it \
-                     showed; the agent's version is {}\nhint: look at what `git status` now shows before you run it",
-                    taken.kept.as_ref().map_or_else(|error| format!("not kept ({error})"), |kept| super::shown(kept))
+                     showed; {}\nhint: look at what `git status` now shows before you run it",
+                    taken.agents_version_kept()
                 )
             }
             AddedLines::UntrackedIgnore => format!(
@@ -573,7 +582,7 @@ pub fn file_as_it_is(file: &Path) -> Result<Option<Vec<u8>>, ()> {
 }
 
 /// The largest file [`file_as_it_is`] keeps.
-pub const MAX_PUT_BACK_BYTES: u64 = 1024 * 1024;
+const MAX_PUT_BACK_BYTES: u64 = 1024 * 1024;
 
 /// `file` put back whole as it was at launch (`at_launch`, from [`file_as_it_is`]; removed when
 /// there was none), whatever the agent left there moved into `quarantine`; `None` when it is as
