@@ -2107,7 +2107,7 @@ mod tests {
         assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qm", "ignore"]));
         assert!(git(&repo, &["update-index", "--assume-unchanged", ".gitignore"]));
         assert!(git(&repo, &["update-index", "--skip-worktree", "local.cfg"]));
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(std::time::Duration::from_millis(120));
         let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[]);
         assert_eq!(snapshot.hidden(), Hidden::default(), "the user's marks alone");
         std::fs::write(repo.join(".gitignore"), "__pycache__/\nconftest.py\n").unwrap();
