@@ -6494,3 +6494,28 @@ fn re_attack_57_r5_a_pack_whose_deltas_exhaust_the_exits_memory_does_not_silence
         output.status
     );
 }
+
+/// R57-6 (LOW): a git directory padded past the strays walk's 200,000 entries is said, with a
+/// `find` hint of `-name '*.js' -o -name '*.py' -o -name '*.ts'`; the runner names of
+/// `git::is_code_for_a_runner` it leaves out (`.mjs`, `.cjs`, `.jsx`, `.tsx`, `.mts`, `.cts`, and
+/// every name in capitals, which node's glob takes on a case-insensitive match only, but Deno and
+/// Bun read as their own) are what a user following the hint would not see: `.git/aa/zz/c.test.mjs`
+/// ran at `node --test`.
+#[test]
+fn re_attack_57_r6_the_hint_for_a_git_directory_too_large_to_walk_finds_every_runner_name() {
+    let rig = LaunchRig::new();
+    let work = ra57_trusted_workspace(&rig);
+    let script = "#!/usr/bin/env python3\nimport os\nos.makedirs('.git/aa', exist_ok=True)\n\
+                  for n in range(200_100):\n    open('.git/aa/%d' % n, 'w').close()\n\
+                  os.makedirs('.git/aa/zz', exist_ok=True)\n\
+                  open('.git/aa/zz/c.test.mjs', 'w').write(\"import fs from 'fs'; fs.writeFileSync('PWNED', 'x')\\n\")\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let planted = work.join(".git/aa/zz/c.test.mjs");
+    if planted.exists() {
+        assert!(said.contains("holds too many entries to look through"), "{said}");
+        assert!(said.contains("*.mjs") || said.contains("-iname '*.?js'"), "the hint's find misses {planted:?}: {said}");
+    }
+}
