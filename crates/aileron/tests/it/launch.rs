@@ -6261,7 +6261,10 @@ fn re_attack_57_held_a_forged_pack_in_a_plain_workspace_is_not_left() {
     assert!(output.status.success(), "{said}");
     let (shown, checked_out) = ra57_shown_and_checked_out(&work);
     assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
-    assert!(!shown.contains("pytest settings"), "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}");
+    assert!(
+        !shown.contains("pytest settings"),
+        "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}"
+    );
 }
 
 /// Held (a control): the thirty-ninth re-attack's K1, a loose object holding other content than
@@ -6282,7 +6285,10 @@ fn re_attack_57_held_a_forged_loose_object_in_a_plain_workspace_is_not_left() {
     assert!(output.status.success(), "{said}");
     let (shown, checked_out) = ra57_shown_and_checked_out(&work);
     assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
-    assert!(!shown.contains("pytest settings"), "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}");
+    assert!(
+        !shown.contains("pytest settings"),
+        "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}"
+    );
 }
 
 /// The user's gdb trusts every directory (`add-auto-load-safe-path /`): the workspace is then a
@@ -6315,7 +6321,10 @@ fn re_attack_57_r2_a_forged_pack_made_sparse_past_the_cap_is_not_left() {
     assert!(output.status.success(), "{said}");
     let (shown, checked_out) = ra57_shown_and_checked_out(&work);
     assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
-    assert!(!shown.contains("pytest settings"), "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}");
+    assert!(
+        !shown.contains("pytest settings"),
+        "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}"
+    );
 }
 
 /// R57-3: a forged loose object, and any change to `objects/pack` (a file made there and removed:
@@ -6338,7 +6347,10 @@ fn re_attack_57_r3_a_forged_loose_object_beside_a_touched_pack_directory_is_not_
     assert!(output.status.success(), "{said}");
     let (shown, checked_out) = ra57_shown_and_checked_out(&work);
     assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
-    assert!(!shown.contains("pytest settings"), "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}");
+    assert!(
+        !shown.contains("pytest settings"),
+        "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}"
+    );
 }
 
 /// R57-4 (two sessions): the whole `objects` directory renamed in. The first session copies
@@ -6516,6 +6528,9 @@ fn re_attack_57_r6_the_hint_for_a_git_directory_too_large_to_walk_finds_every_ru
     let planted = work.join(".git/aa/zz/c.test.mjs");
     if planted.exists() {
         assert!(said.contains("holds too many entries to look through"), "{said}");
-        assert!(said.contains("*.mjs") || said.contains("-iname '*.?js'"), "the hint's find misses {planted:?}: {said}");
+        assert!(
+            said.contains("*.mjs") || said.contains("-iname '*.?js'"),
+            "the hint's find misses {planted:?}: {said}"
+        );
     }
 }
