@@ -6380,7 +6380,7 @@ fn re_attack_57_r4_an_objects_directory_renamed_in_from_an_earlier_session_is_lo
     let said_first = text(&output);
     assert!(output.status.success(), "{said_first}");
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let second = "#!/bin/sh\nset -e\nprintf \"import os\\nos.system('touch PWNED')\\n\" > conftest.py\n\
+    let second = "#!/bin/sh\nprintf \"import os\\nos.system('touch PWNED')\\n\" > conftest.py\n\
                   mv .git/objects .git/objects.old\nmv .git/objects.prep .git/objects\n\
                   git update-ref HEAD \"$(cat .git/objects/next)\"\nrm .git/objects/next\ngit reset -q\n";
     claude_runs(&rig, second);

@@ -1520,9 +1520,21 @@ fn is_stray(kind: std::fs::FileType) -> bool {
 /// `**/test/**/*.js` takes (the fifty-fifth re-attack's T1; `Path::extension` sees none there).
 pub(super) fn is_code_for_a_runner(name: &std::ffi::OsStr) -> bool {
     use std::os::unix::ffi::OsStrExt as _;
-    const CODE: [&[u8]; 9] = [b".js", b".mjs", b".cjs", b".jsx", b".ts", b".mts", b".cts", b".tsx", b".py"];
     let name = name.as_bytes();
-    CODE.iter().any(|code| name.len() >= code.len() && name[name.len() - code.len()..].eq_ignore_ascii_case(code))
+    RUNNER_CODE
+        .iter()
+        .map(|code| code.as_bytes())
+        .any(|code| name.len() >= code.len() && name[name.len() - code.len()..].eq_ignore_ascii_case(code))
+}
+
+/// The endings of the names [`is_code_for_a_runner`] takes, in any case.
+pub(super) const RUNNER_CODE: [&str; 9] = [".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx", ".py"];
+
+/// A `find` expression for the files [`is_code_for_a_runner`] takes (`-iname '*.js' -o …`), for a
+/// hint: the user finds what the exit would have looked at (the fifty-seventh re-attack's R6: a
+/// hint of `*.js`, `*.py` and `*.ts` left a `c.test.mjs` out).
+pub(super) fn runner_code_find() -> String {
+    RUNNER_CODE.iter().map(|code| format!("-iname '*{code}'")).collect::<Vec<_>>().join(" -o ")
 }
 
 /// Adds to `found` the strays under `root` — links, special files ([`is_stray`]) and files a test
@@ -2023,6 +2035,16 @@ mod tests {
         expected.push(git.join("objects/ab/linked"));
         expected.sort();
         assert_eq!(found, expected);
+        // The hint's `find` for a directory too large to walk lists the same files (the
+        // fifty-seventh re-attack's R6).
+        let script = format!("find {} -type f \\( {} \\) -print", git.display(), runner_code_find());
+        let listed = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
+        let mut listed: Vec<PathBuf> = String::from_utf8_lossy(&listed.stdout).lines().map(PathBuf::from).collect();
+        listed.sort();
+        let mut files: Vec<PathBuf> =
+            planted.iter().filter(|name| !name.contains("linked")).map(|name| git.join(name)).collect();
+        files.sort();
+        assert_eq!(listed, files);
     }
 
     #[test]

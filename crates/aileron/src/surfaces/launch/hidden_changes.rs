@@ -46,6 +46,19 @@ pub struct IndexSnapshot {
     rr_caches: Vec<PathBuf>,
     /// The `.gitignore` files the indexes tracked at launch ([`IndexSnapshot::tracked_at_launch`]).
     tracked_ignore_files: HashSet<PathBuf>,
+    /// Each repository's `objects/pack` and what it was at launch ([`identity`]).
+    pack_dirs: HashMap<PathBuf, Option<(u64, u64)>>,
+}
+
+/// A file's device and inode: what a rename over it changes.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path).ok().map(|metadata| (metadata.dev(), metadata.ino()))
+}
+
+/// A repository's `objects/pack`, by its git directory.
+fn pack_dir(git_dir: &Path) -> PathBuf {
+    git::shared_dir(git_dir).join("objects").join("pack")
 }
 
 struct Recorded {
@@ -420,6 +433,7 @@ impl IndexSnapshot {
             history: None,
             rr_caches: Vec::new(),
             tracked_ignore_files: HashSet::new(),
+            pack_dirs: worktrees.iter().map(|(git_dir, _)| (pack_dir(git_dir), identity(&pack_dir(git_dir)))).collect(),
         };
         snapshot.rr_caches = worktrees
             .iter()
@@ -598,16 +612,23 @@ impl IndexSnapshot {
                 if !scanned.contains_key(&dir) {
                     let history = self.history.as_ref().map(|history| objects::history_file(history, &dir));
                     let earlier = history.as_deref().map(objects::read_history).unwrap_or_default();
-                    let objects = objects::Objects::new(dir.clone(), hash_len, self.launched, earlier);
+                    let mut objects = objects::Objects::new(dir.clone(), hash_len, self.launched, earlier);
+                    // An `objects/pack` renamed in whole from a copy an earlier session made:
+                    // its packs keep that session's times (the fifty-seventh re-attack's R4 did
+                    // so with `objects`, which is now pinned); each is held against its index.
+                    let pack = dir.join("pack");
+                    objects.pack_dir_renamed_in =
+                        self.pack_dirs.get(&pack).is_some_and(|then| *then != identity(&pack));
                     hidden.forged_packs.extend(objects.forged_packs());
-                    let trees = objects.new_commit_trees().map(|scan| {
-                        if let Some(history) = &history {
-                            objects.write_history(history, scan.made);
-                        }
-                        hidden.forged_objects.extend(scan.forged);
-                        hidden.versions_unchecked.extend(scan.unchecked);
-                        scan.trees
-                    });
+                    let scan = objects.new_commit_trees();
+                    if let Some(history) = &history
+                        && scan.trees.is_ok()
+                    {
+                        objects.write_history(history, scan.made);
+                    }
+                    hidden.forged_objects.extend(scan.forged);
+                    hidden.versions_unchecked.extend(scan.unchecked);
+                    let trees = scan.trees;
                     scanned.insert(dir.clone(), (objects, trees));
                 }
                 let (objects, trees) = &scanned[&dir];
@@ -1048,6 +1069,9 @@ mod objects {
         /// The objects earlier sessions made ([`read_history`]), and whether each is a commit:
         /// the agents' work like this session's while they are loose.
         earlier: HashMap<Vec<u8>, bool>,
+        /// The repository's `objects/pack` is another directory than at launch: each of its
+        /// packs is taken for written in the session.
+        pub pack_dir_renamed_in: bool,
     }
 
     /// The trees of the commits looked at, or `Err` when they could not all be found.
@@ -1058,8 +1082,8 @@ mod objects {
 
     /// What [`Objects::new_commit_trees`] found among the loose objects changed in the session.
     pub struct Scan {
-        /// The trees of the commits to look through.
-        pub trees: Vec<Vec<u8>>,
+        /// The trees of the commits to look through, or `Err` when they could not all be found.
+        pub trees: Trees,
         /// Every object made, for the sessions' list.
         pub made: Made,
         /// The object files whose content is not what their names say.
@@ -1128,7 +1152,7 @@ mod objects {
                     || changed(&dir.join("pack"))
                     || packs.into_iter().any(|entry| changed(&entry.path()))
             });
-            Objects { dirs, hash_len, launched, packs_changed, earlier }
+            Objects { dirs, hash_len, launched, packs_changed, earlier, pack_dir_renamed_in: false }
         }
 
         /// The packs written in the session, in each object directory, that do not hold what
@@ -1160,9 +1184,10 @@ mod objects {
                     name[..dot].to_vec()
                 };
                 let mut any_written = false;
+                let renamed_in = self.pack_dir_renamed_in && *dir == self.dirs[0];
                 for idx in entries.iter().filter(|path| path.as_os_str().as_bytes().ends_with(b".idx")) {
                     let pack_file = packs.join(std::ffi::OsStr::from_bytes(&[&stem(idx)[..], b".pack"].concat()));
-                    let written = [idx, &pack_file].iter().any(|file| changed_since(file, self.launched));
+                    let written = renamed_in || [idx, &pack_file].iter().any(|file| changed_since(file, self.launched));
                     any_written |= written;
                     if written && pack::check(idx, &pack_file, self.hash_len) == pack::Checked::Forged {
                         let base = stem(idx);
@@ -1278,18 +1303,23 @@ mod objects {
         }
 
         /// The trees of the commits made in the session, each object file made since the
-        /// launch looked at (at most [`MAX_NEW_OBJECTS`]); `Err` when there were more, one could
-        /// not be read, or a pack or alternate changed (what is in it cannot be told here).
-        pub fn new_commit_trees(&self) -> Result<Scan, ()> {
-            if self.packs_changed {
-                return Err(());
-            }
+        /// launch looked at (at most [`MAX_NEW_OBJECTS`]); the trees are `Err` when there were
+        /// more, one could not be read, or a pack or alternate changed (what is in it cannot be
+        /// told here). The loose objects are held against their names in every case: a pack
+        /// directory touched (a file made there and removed) left a forged loose object
+        /// unlooked-at when this gave up first (the fifty-seventh re-attack's R3).
+        pub fn new_commit_trees(&self) -> Scan {
+            let mut complete = !self.packs_changed;
             let mut trees = Vec::new();
             let mut made = Vec::new();
             let mut forged = Vec::new();
             let mut unchecked = Vec::new();
             let mut left = MAX_NEW_OBJECTS;
             let mut held_left = MAX_NEW_OBJECTS;
+            let tree_of = |body: &[u8]| -> Option<Vec<u8>> {
+                let tree = body.strip_prefix(b"tree ")?.get(..2 * self.hash_len)?;
+                hex::decode(tree).ok()
+            };
             // The commits earlier sessions made, still loose: a later session can name one (a
             // branch pointed at it: the thirty-sixth re-attack's H5). One packed since cannot be
             // read here; the session that made it named what it held.
@@ -1297,14 +1327,20 @@ mod objects {
                 if std::fs::symlink_metadata(self.loose(id)).is_err() {
                     continue;
                 }
-                if let Found::New(body) = self.read(id, b"commit")? {
-                    let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
-                    trees.push(hex::decode(tree).map_err(|_| ())?);
+                match self.read(id, b"commit") {
+                    Ok(Found::New(body)) => match tree_of(&body) {
+                        Some(tree) => trees.push(tree),
+                        None => complete = false,
+                    },
+                    Ok(Found::Old) => {}
+                    Err(()) => complete = false,
                 }
             }
-            let own = std::fs::read_dir(&self.dirs[0]).map_err(|_| ())?;
+            let Ok(own) = std::fs::read_dir(&self.dirs[0]) else {
+                return Scan { trees: Err(()), made, forged, unchecked };
+            };
             let borrowed = self.dirs[1..].iter().flat_map(std::fs::read_dir);
-            for fan in std::iter::once(own).chain(borrowed).flatten().flatten() {
+            'fans: for fan in std::iter::once(own).chain(borrowed).flatten().flatten() {
                 let prefix = fan.file_name();
                 let prefix = prefix.to_string_lossy();
                 if prefix.len() != 2 || !prefix.bytes().all(|byte| byte.is_ascii_hexdigit()) {
@@ -1329,7 +1365,11 @@ mod objects {
                         }
                         continue;
                     }
-                    left = left.checked_sub(1).ok_or(())?;
+                    let Some(fewer) = left.checked_sub(1) else {
+                        complete = false;
+                        break 'fans;
+                    };
+                    left = fewer;
                     let rest = object.file_name();
                     let Ok(id) = hex::decode(format!("{prefix}{}", rest.to_string_lossy())) else { continue };
                     // Inflated whole, in a stream, and held against its name: git takes a loose
@@ -1357,13 +1397,15 @@ mod objects {
                     if !commit {
                         continue;
                     }
-                    let tree = body.strip_prefix(b"tree ").and_then(|rest| rest.get(..2 * self.hash_len)).ok_or(())?;
-                    trees.push(hex::decode(tree).map_err(|_| ())?);
+                    match tree_of(&body) {
+                        Some(tree) => trees.push(tree),
+                        None => complete = false,
+                    }
                 }
             }
             trees.sort();
             trees.dedup();
-            Ok(Scan { trees, made, forged, unchecked })
+            Scan { trees: if complete { Ok(trees) } else { Err(()) }, made, forged, unchecked }
         }
 
         fn visit_below(
@@ -2184,6 +2226,45 @@ mod tests {
         assert!(git(&repo, &[&user[..], &["commit", "-qam", "third"]].concat()));
         assert!(git(&repo, &["repack", "-q"]));
         assert_eq!(snapshot.hidden().forged_packs, vec![packs.join("multi-pack-index")]);
+    }
+
+    /// The fifty-seventh re-attack's R3 and R4: a loose object forged beside a pack directory
+    /// the session merely touched (a file made there and removed) is named, though the commits'
+    /// trees then cannot all be told; and an `objects/pack` renamed in whole from a copy made
+    /// before the launch has its packs held against their indexes, whatever their times.
+    #[test]
+    fn forged_objects_are_found_beside_a_touched_or_renamed_pack_directory() {
+        use super::super::pack::tests::{head_of, index_of, pack_of};
+        let Some((_temp, repo)) = repository_with_hooks() else { return };
+        let next = b"work\nimport os; os.system('x')\n";
+        let name = git::object_name(b"blob", next, 20);
+        let prepared = repo.join(".git/objects/prepared");
+        std::fs::create_dir_all(&prepared).unwrap();
+        let harmless = b"work\n";
+        let pack = pack_of(&head_of(3, harmless.len()), harmless);
+        let stem = prepared.join("pack-0000000000000000000000000000000000000000");
+        std::fs::write(stem.with_extension("pack"), &pack).unwrap();
+        std::fs::write(stem.with_extension("idx"), index_of(&name, &pack[pack.len() - 20..])).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
+        std::fs::write(repo.join("README"), next).unwrap();
+        assert!(git(&repo, &["-c", "user.name=U", "-c", "user.email=u@x", "commit", "-qam", "docs"]));
+        let hex = hex::encode(&name);
+        let file = repo.join(format!(".git/objects/{}/{}", &hex[..2], &hex[2..]));
+        replaced(&file, &deflated(&blob(harmless)));
+        std::fs::write(repo.join(".git/objects/pack/tmp"), "").unwrap();
+        std::fs::remove_file(repo.join(".git/objects/pack/tmp")).unwrap();
+        let hidden = snapshot.hidden();
+        assert_eq!(hidden.forged_objects, vec![file.clone()]);
+        assert!(hidden.forged_packs.is_empty(), "{hidden:?}");
+        std::fs::remove_file(&file).unwrap();
+        let packs = repo.join(".git/objects/pack");
+        std::fs::rename(&packs, repo.join(".git/objects/pack-old")).unwrap();
+        std::fs::rename(&prepared, &packs).unwrap();
+        let moved = packs.join(stem.file_name().unwrap());
+        assert!(!git::changed_since(&moved.with_extension("pack"), snapshot.launched()), "the pack's time is old");
+        assert_eq!(git_out(&repo, &["show", "HEAD:README"], &[]).unwrap().trim(), "work", "git takes the pack's");
+        assert_eq!(snapshot.hidden().forged_packs, vec![moved.with_extension("idx"), moved.with_extension("pack")]);
     }
 
     /// The thirty-eighth re-attack's J5: a commit graph written in the session (a cache git reads

@@ -1586,9 +1586,10 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             "aileron: warning: {} holds too many entries to look through them all for links or special files the \
              agent left (your git could write through one: a reflog linked to ~/.bashrc), or test files (`npm test` \
              runs a `*.test.js` there)\nhint: before you run git or your tests there, look: find {} ! -type f ! -type \
-             d -print -o -type f \\( -name '*.js' -o -name '*.py' -o -name '*.ts' \\) -print",
+             d -print -o -type f \\( {} \\) -print",
             shown(git_dir),
-            shown(git_dir)
+            shown(git_dir),
+            git::runner_code_find()
         );
     }
     // Changes the agent hid from `git status` in the repositories there at launch (the twelfth

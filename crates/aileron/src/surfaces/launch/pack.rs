@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::io::Read as _;
+use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 
 use super::git;
@@ -23,36 +24,45 @@ pub enum Checked {
     /// writes (an entry that does not parse, a delta on a base outside the pack, an offset past
     /// its end): git would take what it finds for what the name says.
     Forged,
-    /// Past what is read here ([`MAX_PACK_BYTES`], [`MAX_INFLATED_BYTES`]).
+    /// Past what is read here ([`MAX_INDEX_BYTES`], [`MAX_INFLATED_BYTES`]).
     TooLarge,
 }
 
-/// The largest pack read whole to be checked.
-pub const MAX_PACK_BYTES: u64 = 256 << 20;
-/// The most a pack's entries are inflated to, in all (a zlib stream of a few KiB can inflate to
-/// many GiB).
+/// The largest index read whole to be checked. The pack itself is read only where the index
+/// says its entries are, whatever its size: a 300 MiB pack of one forged entry and a hole (8 KiB
+/// on disk) was left unchecked for its size alone (the fifty-seventh re-attack's R2).
+pub const MAX_INDEX_BYTES: u64 = 256 << 20;
+/// The most a pack's entries are inflated to and their deltas make, in all (a zlib stream of a
+/// few KiB can inflate to many GiB, and a delta of 12 bytes can copy 16 MiB of its base: 400 of
+/// them made the exit ask for 6.4 GiB and die, the fifty-seventh re-attack's R5).
 const MAX_INFLATED_BYTES: usize = 1 << 30;
+/// The most the bodies kept to be the bases of later deltas weigh (git's own
+/// `core.deltaBaseCacheLimit` is 96 MiB); past it, a base is made again when needed, within
+/// [`MAX_INFLATED_BYTES`].
+const MAX_CACHED_BYTES: usize = 96 << 20;
 /// The longest chain of deltas followed (git's own `pack.depth` is at most 4095).
 const MAX_DELTA_CHAIN: usize = 4096;
 
 /// The pack `pack_file` against its index `idx` (`pack-<sum>.pack` beside `pack-<sum>.idx`), for
 /// object names of `hash_len` bytes.
 pub fn check(idx: &Path, pack_file: &Path, hash_len: usize) -> Checked {
-    let too_large = |path: &Path| std::fs::metadata(path).is_ok_and(|metadata| metadata.len() > MAX_PACK_BYTES);
-    if too_large(idx) || too_large(pack_file) {
+    if std::fs::metadata(idx).is_ok_and(|metadata| metadata.len() > MAX_INDEX_BYTES) {
         return Checked::TooLarge;
     }
-    let (Ok(index), Ok(pack)) =
-        (git::read_capped(idx, true, MAX_PACK_BYTES), git::read_capped(pack_file, true, MAX_PACK_BYTES))
-    else {
+    let (Ok(index), Ok(pack)) = (git::read_capped(idx, true, MAX_INDEX_BYTES), git::open_file(pack_file, true)) else {
         return Checked::Forged;
     };
     let Some(entries) = index_entries(&index, hash_len) else { return Checked::Forged };
-    if pack.len() < 12 || &pack[..4] != b"PACK" {
+    let (mut magic, len) = ([0; 4], pack.metadata().map_or(0, |metadata| metadata.len()));
+    if !pack.metadata().is_ok_and(|metadata| metadata.is_file())
+        || len < 12
+        || pack.read_exact_at(&mut magic, 0).is_err()
+        || &magic != b"PACK"
+    {
         return Checked::Forged;
     }
     let at: HashMap<&[u8], u64> = entries.iter().map(|(name, offset)| (name.as_slice(), *offset)).collect();
-    let mut reader = Reader { pack: &pack, hash_len, at, objects: HashMap::new(), inflated: 0 };
+    let mut reader = Reader { pack: &pack, len, hash_len, at, objects: HashMap::new(), produced: 0, cached: 0 };
     for (name, offset) in &entries {
         match reader.object(*offset) {
             Ok((kind, body)) if git::object_name(kind.name(), &body, hash_len) == *name => {}
@@ -133,13 +143,33 @@ enum Entry {
 }
 
 struct Reader<'a> {
-    pack: &'a [u8],
+    pack: &'a std::fs::File,
+    /// The pack's length.
+    len: u64,
     hash_len: usize,
     /// Where the index says each name is.
     at: HashMap<&'a [u8], u64>,
-    /// The entries inflated so far, by offset (a delta's base is often another's).
+    /// Entries made so far, by offset (a delta's base is often another's), within
+    /// [`MAX_CACHED_BYTES`].
     objects: HashMap<u64, (Kind, std::rc::Rc<Vec<u8>>)>,
-    inflated: usize,
+    /// What inflating and applying deltas made, in all.
+    produced: usize,
+    /// What `objects` holds.
+    cached: usize,
+}
+
+/// A pack's bytes from an offset, read as they are asked for.
+struct ReadAt<'a> {
+    pack: &'a std::fs::File,
+    at: u64,
+}
+
+impl std::io::Read for ReadAt<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.pack.read_at(buffer, self.at)?;
+        self.at += read as u64;
+        Ok(read)
+    }
 }
 
 impl<'a> Reader<'a> {
@@ -160,7 +190,7 @@ impl<'a> Reader<'a> {
             match entry {
                 Entry::Whole(kind) => {
                     let body = std::rc::Rc::new(inflated);
-                    self.objects.insert(at, (kind, body.clone()));
+                    self.keep(at, kind, &body);
                     break (kind, body);
                 }
                 Entry::OnOffset(base) => {
@@ -176,38 +206,49 @@ impl<'a> Reader<'a> {
             }
         };
         while let Some((at, delta)) = chain.pop() {
-            body = std::rc::Rc::new(applied(&body, &delta).ok_or(Unread::Broken)?);
-            self.objects.insert(at, (kind, body.clone()));
+            let left = MAX_INFLATED_BYTES.saturating_sub(self.produced);
+            body = std::rc::Rc::new(applied(&body, &delta, left)?);
+            self.produced += body.len();
+            self.keep(at, kind, &body);
         }
         Ok((kind, body))
     }
 
-    /// The head of the entry at `offset`, and the bytes after it.
-    fn head(&self, offset: u64) -> Result<(Entry, &'a [u8]), Unread> {
-        let pack: &'a [u8] = self.pack;
-        let start = usize::try_from(offset).map_err(|_| Unread::Broken)?;
-        if start < 12 || start >= self.pack.len() {
+    /// Keeps `body`, the entry at `at`, for the deltas on it, while [`MAX_CACHED_BYTES`] allows.
+    fn keep(&mut self, at: u64, kind: Kind, body: &std::rc::Rc<Vec<u8>>) {
+        if self.cached + body.len() <= MAX_CACHED_BYTES {
+            self.cached += body.len();
+            self.objects.insert(at, (kind, body.clone()));
+        }
+    }
+
+    /// The head of the entry at `offset`, and where its data starts.
+    fn head(&self, offset: u64) -> Result<(Entry, u64), Unread> {
+        if offset < 12 || offset >= self.len {
             return Err(Unread::Broken);
         }
-        let mut bytes = self.pack[start..].iter().copied().enumerate();
-        let (_, first) = bytes.next().ok_or(Unread::Broken)?;
+        // A head is at most a size of 10 bytes, a back offset of 10 or a name of 32.
+        let mut bytes = [0; 64];
+        let read = self.pack.read_at(&mut bytes, offset).map_err(|_| Unread::Broken)?;
+        let bytes = &bytes[..read];
+        let (&first, mut used) = (bytes.first().ok_or(Unread::Broken)?, 1);
         let mut byte = first;
         // The size (a varint after the kind); the inflated length is checked by the delta or hash.
         while byte & 0x80 != 0 {
-            (_, byte) = bytes.next().ok_or(Unread::Broken)?;
+            byte = *bytes.get(used).ok_or(Unread::Broken)?;
+            used += 1;
         }
-        let mut used = bytes.next().map_or(self.pack.len() - start, |(used, _)| used);
         let entry = match (first >> 4) & 7 {
             1 => Entry::Whole(Kind::Commit),
             2 => Entry::Whole(Kind::Tree),
             3 => Entry::Whole(Kind::Blob),
             4 => Entry::Whole(Kind::Tag),
             6 => {
-                let mut byte = *self.pack.get(start + used).ok_or(Unread::Broken)?;
+                let mut byte = *bytes.get(used).ok_or(Unread::Broken)?;
                 used += 1;
                 let mut back = u64::from(byte & 0x7f);
                 while byte & 0x80 != 0 {
-                    byte = *self.pack.get(start + used).ok_or(Unread::Broken)?;
+                    byte = *bytes.get(used).ok_or(Unread::Broken)?;
                     used += 1;
                     back = back.checked_add(1).and_then(|back| back.checked_mul(128)).ok_or(Unread::Broken)?
                         | u64::from(byte & 0x7f);
@@ -215,31 +256,38 @@ impl<'a> Reader<'a> {
                 Entry::OnOffset(offset.checked_sub(back).filter(|_| back > 0).ok_or(Unread::Broken)?)
             }
             7 => {
-                let name = self.pack.get(start + used..start + used + self.hash_len).ok_or(Unread::Broken)?;
+                let name = bytes.get(used..used + self.hash_len).ok_or(Unread::Broken)?;
                 used += self.hash_len;
                 Entry::OnName(name.to_vec())
             }
             _ => return Err(Unread::Broken),
         };
-        Ok((entry, &pack[start + used..]))
+        Ok((entry, offset + used as u64))
     }
 
-    /// The zlib stream at the start of `data`, inflated.
-    fn inflate(&mut self, data: &[u8]) -> Result<Vec<u8>, Unread> {
-        let left = MAX_INFLATED_BYTES.saturating_sub(self.inflated);
+    /// The zlib stream at `data` in the pack, inflated.
+    fn inflate(&mut self, data: u64) -> Result<Vec<u8>, Unread> {
+        let left = MAX_INFLATED_BYTES.saturating_sub(self.produced);
         let mut out = Vec::new();
-        let read = flate2::bufread::ZlibDecoder::new(data).take(left as u64 + 1).read_to_end(&mut out);
+        let stream = std::io::BufReader::with_capacity(16 << 10, ReadAt { pack: self.pack, at: data });
+        let read = flate2::bufread::ZlibDecoder::new(stream).take(left as u64 + 1).read_to_end(&mut out);
         read.map_err(|_| Unread::Broken)?;
         if out.len() > left {
             return Err(Unread::TooLarge);
         }
-        self.inflated += out.len();
+        self.produced += out.len();
         Ok(out)
     }
 }
 
-/// `delta` applied to `base`, as git's `patch_delta` does; `None` when it does not apply.
-fn applied(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
+/// `delta` applied to `base`, as git's `patch_delta` does: `Broken` when it does not apply,
+/// `TooLarge` when what it says it makes is more than `most` (before any of it is made).
+fn applied(base: &[u8], delta: &[u8], most: usize) -> Result<Vec<u8>, Unread> {
+    applied_within(base, delta, most).ok_or(Unread::Broken)?
+}
+
+/// [`applied`], `None` for `Broken`.
+fn applied_within(base: &[u8], delta: &[u8], most: usize) -> Option<Result<Vec<u8>, Unread>> {
     let mut at = 0;
     let mut size = || -> Option<usize> {
         let (mut value, mut shift) = (0usize, 0);
@@ -257,7 +305,10 @@ fn applied(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
     if base_size != base.len() {
         return None;
     }
-    let mut out = Vec::with_capacity(size.min(MAX_INFLATED_BYTES));
+    if size > most {
+        return Some(Err(Unread::TooLarge));
+    }
+    let mut out = Vec::with_capacity(size);
     while at < delta.len() {
         let op = delta[at];
         at += 1;
@@ -288,12 +339,13 @@ fn applied(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
             return None;
         }
     }
-    (out.len() == size).then_some(out)
+    (out.len() == size).then_some(Ok(out))
 }
 
 #[cfg(test)]
 pub(super) mod tests {
     use std::io::Write as _;
+    use std::os::unix::fs::FileExt as _;
     use std::path::PathBuf;
 
     use super::*;
@@ -413,14 +465,90 @@ pub(super) mod tests {
         assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
     }
 
+    /// The fifty-seventh re-attack's R2 and R5: a pack is read where its index points, whatever
+    /// its length (a forged entry, then a hole to 300 MiB: forged, not too large to look at),
+    /// and what its deltas make counts against the budget before it is made (a 1 MiB blob and
+    /// 1,100 deltas each copying all of it ask 1.1 GiB: too large, answered without holding it).
+    #[test]
+    fn a_pack_is_checked_within_its_budgets_whatever_its_length() {
+        let temp = tempfile::tempdir().unwrap();
+        let stem = temp.path().join("pack-x");
+        let evil = b"import os\nos.system('x')\n";
+        let harmless = b"# settings\n";
+        let pack = pack_of(&head_of(3, harmless.len()), harmless);
+        let file = std::fs::File::create(stem.with_extension("pack")).unwrap();
+        file.write_all_at(&pack[..pack.len() - 20], 0).unwrap();
+        file.set_len((300 << 20) - 20).unwrap();
+        file.write_all_at(&[0x11; 20], (300 << 20) - 20).unwrap();
+        drop(file);
+        let name = git::object_name(b"blob", evil, 20);
+        std::fs::write(stem.with_extension("idx"), index_of(&name, &[0x11; 20])).unwrap();
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
+
+        let base = vec![b'a'; 1 << 20];
+        let name = git::object_name(b"blob", &base, 20);
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zlib.write_all(&base).unwrap();
+        let count = 1_100u32;
+        let mut pack = b"PACK\0\0\0\x02".to_vec();
+        pack.extend_from_slice(&(count + 1).to_be_bytes());
+        pack.extend_from_slice(&head_of(3, base.len()));
+        pack.extend_from_slice(&zlib.finish().unwrap());
+        // Base and result 1 MiB (0x100000 in three 7-bit bytes), then one copy of 0x100000 bytes
+        // from offset 0 (only the length's third byte given).
+        let delta = [0x80, 0x80, 0x40, 0x80, 0x80, 0x40, 0x80 | 0x40, 0x10];
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zlib.write_all(&delta).unwrap();
+        let delta = zlib.finish().unwrap();
+        let mut offsets = vec![12u32];
+        for _ in 0..count {
+            let at = pack.len() as u32;
+            offsets.push(at);
+            pack.extend_from_slice(&head_of(6, 8));
+            // The offset back to the base, as git writes one (each further byte adds one first).
+            let mut back = u64::from(at - 12);
+            let mut bytes = vec![(back & 0x7f) as u8];
+            back >>= 7;
+            while back > 0 {
+                back -= 1;
+                bytes.insert(0, 0x80 | (back & 0x7f) as u8);
+                back >>= 7;
+            }
+            pack.extend_from_slice(&bytes);
+            pack.extend_from_slice(&delta);
+        }
+        let sum = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &pack);
+        pack.extend_from_slice(sum.as_ref());
+        let mut index = b"\xfftOc\0\0\0\x02".to_vec();
+        for bucket in 0..256u32 {
+            let below = if bucket >= u32::from(name[0]) { count + 1 } else { 0 };
+            index.extend_from_slice(&below.to_be_bytes());
+        }
+        for _ in &offsets {
+            index.extend_from_slice(&name);
+        }
+        index.extend_from_slice(&vec![0; 4 * offsets.len()]);
+        for at in &offsets {
+            index.extend_from_slice(&at.to_be_bytes());
+        }
+        index.extend_from_slice(&pack[pack.len() - 20..]);
+        std::fs::write(stem.with_extension("pack"), &pack).unwrap();
+        std::fs::write(stem.with_extension("idx"), &index).unwrap();
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::TooLarge);
+    }
+
     /// Git's delta instructions: a copy of the base (offset and length each in as many bytes as
     /// its bits say, 0 meaning 0x10000), an insert, and a delta whose sizes do not match.
     #[test]
     fn a_delta_is_applied_as_git_applies_it() {
         let base = b"0123456789";
+        let applied = |base: &[u8], delta: &[u8]| super::applied(base, delta, usize::MAX).ok();
         // Base size 10, result size 7: copy 3 bytes from offset 2, insert "abcd".
         let delta = [10, 7, 0x80 | 0x01 | 0x10, 2, 3, 4, b'a', b'b', b'c', b'd'];
         assert_eq!(applied(base, &delta).unwrap(), b"234abcd");
+        // What it says it makes is held against what is left of the budget before it is made.
+        assert!(matches!(super::applied(base, &delta, 6), Err(Unread::TooLarge)));
+        assert!(super::applied(base, &delta, 7).is_ok());
         assert_eq!(applied(base, &[9, 7, 0x04, b'a', b'b', b'c', b'd']), None, "the base's size");
         assert_eq!(applied(base, &[10, 8, 0x04, b'a', b'b', b'c', b'd']), None, "the result's size");
         assert_eq!(applied(base, &[10, 3, 0x80 | 0x01 | 0x10, 9, 3]), None, "a copy past the base");

@@ -324,6 +324,16 @@ fn protect_git_dir(git: &Path, worktree: Option<&Path>, context: &GitContext, pr
         protection.to_create.push(hooks.clone());
     }
     protection.pinned.push(git.to_path_buf());
+    // Its object store, pinned in place too: an `objects` renamed in whole from a copy an
+    // earlier session prepared keeps the times of everything in it, and the exit's look at what
+    // the session wrote goes by those times (the fifty-seventh re-attack's R4 swapped one in, a
+    // forged blob and a commit on it taken for the user's). Only its own directory is pinned: git
+    // moves a pushed pack from its quarantine directory in `objects` into `objects/pack`, which
+    // a mount between them would refuse; an `objects/pack` renamed in is told at exit.
+    let objects = git.join("objects");
+    if is_real_dir(&objects) {
+        protection.pinned.push(objects);
+    }
     protection.git_dirs.push(git.to_path_buf());
     protection.read_only.push(hooks.clone());
     // Git works without a config: one missing at launch is watched, not left for the agent to
