@@ -6204,8 +6204,8 @@ fn compiled_python_written_in_the_session_is_not_left_to_run() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fifty-seventh re-attack (report only): the tests below assert the secure outcome, so each
-// fails while its hole is open.
+// The fifty-seventh re-attack (decision 0013): the tests below assert the secure outcome; each
+// failed while its hole was open.
 // ---------------------------------------------------------------------------------------------
 
 /// The agent's Python helpers: `git()` runs git as the agent does, `head_of` and `one_object_pack`
