@@ -631,6 +631,9 @@ mod tests {
     /// every `POST` of the spec to the API waits, save the listed creates (none of which GitHub
     /// takes a `PATCH` at); inside, every gated `PATCH` is gated as a `POST` too (walked above).
     /// Its N2: a repository invitation raised by `PATCH`, and GraphQL deletes, went out ungated.
+    /// GraphQL's mutations, held against GitHub's published schema, are no wider than REST: what
+    /// waits there (a `DELETE` in a repository, a gated route) or is not credentialed at all, and
+    /// what acts outside a repository, waits; the ordinary writes in a repository go.
     #[test]
     fn every_post_outside_a_repository_waits_but_the_listed_creates() {
         use aileron_core::manifest::Segment;
@@ -710,8 +713,96 @@ mod tests {
         ] {
             assert!(gated("POST", "/graphql", Some(field)), "{field} is not gated");
         }
-        for field in ["createIssue", "addComment", "viewer"] {
+        // A sample of each kind the schema's mutations were sorted into.
+        for field in [
+            // Removed in a repository only by a REST `DELETE`.
+            "deleteLabel",
+            "removeReaction",
+            "removeSubIssue",
+            "unlockLockable",
+            // A repository's settings, or handed over.
+            "transferIssue",
+            "archivePullRequest",
+            "unarchiveRepository",
+            "createRepositoryRuleset",
+            "updateRepositoryWebCommitSignoffSetting",
+            "addPullRequestCreationCapBypassUsers",
+            // The account's, sponsorships, projects.
+            "addStar",
+            "followUser",
+            "changeUserStatus",
+            "createSponsorship",
+            "cancelSponsorship",
+            "addProjectV2ItemById",
+            "updateProjectV2",
+            "updateProjectV2Collaborators",
+            "moveProjectCard",
+            // An organization's and an enterprise's administration, migrations.
+            "removeOutsideCollaborator",
+            "updateOrganizationAllowPrivateRepositoryForkingSetting",
+            "addVerifiableDomain",
+            "createIssueType",
+            "updateIpAllowListUserLevelEnforcementEnabledSetting",
+            "inviteEnterpriseAdmin",
+            "updateEnterpriseDefaultRepositoryPermissionSetting",
+            "updateEnterpriseTwoFactorAuthenticationRequiredSetting",
+            "setEnterpriseIdentityProvider",
+            "grantMigratorRole",
+            "startRepositoryMigration",
+        ] {
+            assert!(gated("POST", "/graphql", Some(field)), "{field} is not gated");
+        }
+        for field in [
+            "createIssue",
+            "addComment",
+            "viewer",
+            "updateIssue",
+            "closeIssue",
+            "lockLockable",
+            "pinIssue",
+            "addReaction",
+            "addLabelsToLabelable",
+            "removeLabelsFromLabelable",
+            "createLabel",
+            "createPullRequest",
+            "updatePullRequest",
+            "markPullRequestReadyForReview",
+            "addPullRequestReviewComment",
+            "requestReviews",
+            "resolveReviewThread",
+            "createRef",
+            "createCommitOnBranch",
+            "addDiscussionComment",
+        ] {
             assert!(!gated("POST", "/graphql", Some(field)), "{field} should stay ungated");
+        }
+    }
+
+    /// Every GraphQL field the bundled GitHub spec names could be a mutation's (lowerCamelCase: a
+    /// lowercase ASCII letter, then letters and digits), is named once, and waits, on `POST
+    /// /graphql` to the API: a misspelled gate gates nothing. Two names that are not GitHub's
+    /// (`addDeployKey`, `createDeployKey`) were listed before the schema was read.
+    #[test]
+    fn every_graphql_field_of_the_bundled_github_spec_is_a_mutation_name_named_once() {
+        use aileron_core::manifest::Segment;
+        let parsed = aileron_core::manifest::parse_manifest(GITHUB_CLI_MANIFEST, "manifest.toml").unwrap();
+        let mut named = std::collections::BTreeSet::new();
+        for operation in parsed.proxy.unwrap().operations {
+            let Some(field) = &operation.graphql else { continue };
+            assert!(
+                field.starts_with(|c: char| c.is_ascii_lowercase()) && field.chars().all(|c| c.is_ascii_alphanumeric()),
+                "`{field}` ({}) is not a lowerCamelCase name",
+                operation.name
+            );
+            assert!(named.insert(field.clone()), "`{field}` is named twice");
+            assert!(operation.approval, "{} does not wait", operation.name);
+            assert_eq!((operation.method.as_str(), operation.host.as_str()), ("POST", "api.github.com:443"));
+            assert_eq!(operation.path.segments, [Segment::Literal("graphql".to_string())], "{}", operation.name);
+            assert!(!operation.path.rest, "{}", operation.name);
+        }
+        assert!(named.len() >= 190, "{} GraphQL fields", named.len());
+        for not_github in ["addDeployKey", "createDeployKey"] {
+            assert!(!named.contains(not_github), "{not_github} is no GitHub mutation");
         }
     }
 
