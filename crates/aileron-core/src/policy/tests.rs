@@ -523,3 +523,158 @@ fn install_time_subset_consistency() {
         );
     }
 }
+
+/// The fifty-eighth re-attack (report only): each test asserts the secure outcome and fails
+/// while its hole is open.
+mod re_attack_58 {
+    use std::collections::BTreeSet;
+
+    use crate::policy::{FormReadings, OperationIndex, OperationMatch, graphql_names};
+
+    const GITHUB_CLI_MANIFEST: &str = include_str!("../../../../connectors/specs/github-cli/manifest.toml");
+    const API: &str = "api.github.com:443";
+
+    fn bundled() -> OperationIndex<()> {
+        let parsed = crate::manifest::parse_manifest(GITHUB_CLI_MANIFEST, "manifest.toml").unwrap();
+        OperationIndex::new(parsed.proxy.unwrap().operations.into_iter().map(|operation| ((), operation)).collect())
+    }
+
+    /// `Ok(true)` when the request waits, is refused or goes without the credential; `Err` with
+    /// the operation's name when it goes out credentialed at once.
+    fn gated(index: &OperationIndex<()>, method: &str, path: &str, fields: Option<&[&str]>) -> Result<bool, String> {
+        let fields: Option<BTreeSet<String>> = fields.map(|f| f.iter().map(|s| s.to_string()).collect());
+        match index.match_request_with(method, API, path, None, &[], fields.as_ref()) {
+            OperationMatch::Matched { operation, .. } => {
+                if operation.approval { Ok(true) } else { Err(format!("ungated `{}`", operation.name)) }
+            }
+            // Refused, or sent without the credential: no credentialed effect.
+            _ => Ok(true),
+        }
+    }
+
+    /// Asserts every `(method, path, fields)` waits, is refused or goes uncredentialed, naming all
+    /// that do not.
+    fn all_wait(index: &OperationIndex<()>, cases: &[(&str, &str, Option<&[&str]>)]) {
+        let leaked: Vec<String> = cases
+            .iter()
+            .filter_map(|(method, path, fields)| {
+                gated(index, method, path, *fields).err().map(|why| format!("{method} {path} {fields:?}: {why}"))
+            })
+            .collect();
+        assert!(leaked.is_empty(), "credentialed at once:\n{}", leaked.join("\n"));
+    }
+
+    /// R58-1: Ruby's JSON parsers (the `json` gem, yajl-ruby, Oj) skip `/* */` and `//` comments
+    /// as whitespace; the proxy reads a body as JSON only when it *starts* with `{`/`[`. A body
+    /// typed as a form (curl -d's default, GitHub's own documented example) whose JSON sits behind
+    /// a comment that holds a harmless form `query` is read by the proxy as that harmless form and
+    /// by GitHub as the JSON mutation.
+    #[test]
+    fn re_attack_58_r1_a_json_graphql_body_behind_a_comment_is_read() {
+        let form = FormReadings { urlencoded: true, multipart: false };
+        let mutation = r#"{"query":"mutation{mergePullRequest(input:{pullRequestId:\"PR_1\"}){clientMutationId}}"}"#;
+        match [
+            format!("/*&query=%7Bviewer%7Blogin%7D%7D&*/{mutation}"),
+            format!("//&query=%7Bviewer%7Blogin%7D%7D&\n{mutation}"),
+            format!(" /* a */ /*&query=%7Bviewer%7D&*/\n{mutation}"),
+        ]
+        .iter()
+        .filter_map(|body| match graphql_names(body.as_bytes(), form) {
+            // Refused (an error) is secure too.
+            Ok(names) if !names.contains("mergePullRequest") => Some(format!("{names:?} <- {body:?}")),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .as_slice()
+        {
+            [] => {}
+            missed => panic!("read only as the form in the comment:\n{}", missed.join("\n")),
+        }
+    }
+
+    /// R58-2: GitHub Pages publishes a private repository's branch to the whole internet (unless
+    /// the org is on Enterprise Cloud with access control); creating a site, changing its source
+    /// or flipping `public`, and deploying an artifact to it go out through the ungated
+    /// `create_in_repository` / `put_repository_content`.
+    #[test]
+    fn re_attack_58_r2_publishing_a_repository_through_pages_waits() {
+        let index = bundled();
+        all_wait(
+            &index,
+            &[
+                ("POST", "/repos/o/r/pages", None),
+                ("PUT", "/repos/o/r/pages", None),
+                ("POST", "/repos/o/r/pages/deployments", None),
+            ],
+        );
+    }
+
+    /// R58-3: a deployment branch policy added to an environment lets a branch the agent pushes
+    /// deploy to it (and its jobs read the environment's secrets); changing one (`PUT …/{id}`) is
+    /// gated through `set_environment`, creating one is not.
+    #[test]
+    fn re_attack_58_r3_opening_an_environment_to_a_branch_waits() {
+        let index = bundled();
+        let path = "/repos/o/r/environments/production/deployment-branch-policies";
+        assert_eq!(gated(&index, "PUT", &format!("{path}/1"), None), Ok(true), "the PUT twin is gated");
+        assert_eq!(gated(&index, "POST", path, None), Ok(true), "POST {path}");
+    }
+
+    /// R58-4: a branch name holds `/` (`release/1.0`); GitHub's branch routes take it unescaped,
+    /// so `…/branches/release/1.0/protection` is that branch's protection, while the gated
+    /// templates expect `protection` right after one `{branch}` segment and the request falls to
+    /// the ungated `PUT`/`PATCH`/`POST` in a repository.
+    #[test]
+    fn re_attack_58_r4_a_protected_branch_with_a_slash_is_still_guarded() {
+        let index = bundled();
+        assert_eq!(gated(&index, "PUT", "/repos/o/r/branches/main/protection", None), Ok(true), "the control");
+        all_wait(
+            &index,
+            &[
+                ("PUT", "/repos/o/r/branches/release/1.0/protection", None),
+                ("PATCH", "/repos/o/r/branches/release/1.0/protection/required_pull_request_reviews", None),
+                ("POST", "/repos/o/r/branches/release/1.0/protection/required_pull_request_reviews", None),
+                ("PUT", "/repos/o/r/branches/release/1.0/protection/restrictions/users", None),
+            ],
+        );
+    }
+
+    /// R58-5: what moves or merges a branch without the gated routes: renaming a branch (the old
+    /// name is then free for an ungated `POST …/git/refs` at any commit: a force-move), syncing a
+    /// fork's branch with a merge commit, and merging the base into a pull request's head.
+    #[test]
+    fn re_attack_58_r5_renaming_and_merging_branches_wait() {
+        let index = bundled();
+        all_wait(
+            &index,
+            &[
+                ("POST", "/repos/o/r/branches/main/rename", None),
+                ("POST", "/repos/o/r/merge-upstream", None),
+                ("PUT", "/repos/o/r/pulls/7/update-branch", None),
+            ],
+        );
+    }
+
+    /// R58-6: GraphQL mutations that grant access to someone else, remove people, or change an
+    /// organization's or enterprise's settings — the REST forms of which the spec gates (`POST`
+    /// outside a repository waits; organization invitations and memberships are gated) or never
+    /// credentials — go as the ungated `graphql`.
+    #[test]
+    fn re_attack_58_r6_graphql_grants_and_organization_settings_wait() {
+        let index = bundled();
+        let fields = [
+            "grantMigratorRole",
+            "grantEnterpriseOrganizationsMigratorRole",
+            "removeOutsideCollaborator",
+            "updateOrganizationAllowPrivateRepositoryForkingSetting",
+            "updateEnterpriseDefaultRepositoryPermissionSetting",
+            "updateEnterpriseMembersCanChangeRepositoryVisibilitySetting",
+            "updateEnterpriseOwnerOrganizationRole",
+            "inviteEnterpriseAdmin",
+            "transferEnterpriseOrganization",
+        ];
+        let cases: Vec<(&str, &str, Option<&[&str]>)> =
+            fields.iter().map(|field| ("POST", "/graphql", Some(std::slice::from_ref(field)))).collect();
+        all_wait(&index, &cases);
+    }
+}

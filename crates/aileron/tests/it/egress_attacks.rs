@@ -1141,3 +1141,225 @@ async fn a_long_path_is_recorded_as_cut() {
     assert!(path.starts_with(recorded.split('…').next().unwrap()), "{recorded}");
     assert!(recorded.ends_with(&format!("…[cut: {} characters in all]", path.len())), "{recorded}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The fifty-eighth re-attack (report only). Each test asserts the secure outcome: it fails while
+// its hole is open (the request reached the upstream with the bound key, no approval asked).
+// ---------------------------------------------------------------------------------------------
+
+/// The bundled GitHub spec (`connectors/specs/github-cli`), its `api.github.com:443` operations
+/// moved to `destination`, credentialed with [`SECRET`].
+fn bundled_github(destination: &str) -> Credentialing {
+    let text = include_str!("../../../../connectors/specs/github-cli/manifest.toml")
+        .replace("api.github.com:443", destination);
+    let manifest = aileron_core::manifest::parse_manifest(&text, "manifest.toml").unwrap();
+    let oauth = Arc::new(aileron::stores::oauth::OAuthFlows::new().unwrap());
+    Credentialing::new(
+        vec![SealedConnector { manifest: Arc::new(manifest) }],
+        Some((Arc::new(PlantedKey(SECRET)), oauth)),
+    )
+}
+
+/// A session proxy whose operations are the bundled GitHub spec's, on the upstream's port.
+async fn bundled_proxy(harness: &Harness, id: &str, upstream: &Upstream) -> Proxy {
+    let destination = format!("localhost:{}", upstream.address.port());
+    Proxy::start_with(harness, id, upstream, move |session| {
+        session.with_credentialing(Arc::new(bundled_github(&destination)))
+    })
+    .await
+}
+
+/// Sends each `(method, target, headers, body)` on its own tunnel and asserts that none of them
+/// reached the upstream with the bound key: each waits for approval or is refused.
+async fn none_goes_credentialed(proxy: &Proxy, upstream: &Upstream, requests: &[(&str, &str, &str, String)]) {
+    let mut leaked = Vec::new();
+    for (method, target, headers, body) in requests {
+        let before = upstream.seen().len();
+        let answer =
+            exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(proxy, method, target, headers, body)).await;
+        let credentialed = upstream.seen()[before..]
+            .iter()
+            .any(|seen| seen.header("authorization") == Some(&format!("token {SECRET}")));
+        if credentialed || answer.starts_with("HTTP/1.1 200") {
+            leaked.push(format!("{method} {target} {body} -> {}", answer.lines().next().unwrap_or_default()));
+        }
+    }
+    assert!(leaked.is_empty(), "went out credentialed with no approval:\n{}", leaked.join("\n"));
+}
+
+/// R58-1 (HIGH if GitHub's JSON parser is Ruby's, as its Rails API is): a GraphQL body typed as a
+/// form (curl -d's default; GitHub's documented example sends JSON so) whose JSON follows a
+/// `/* … */` or `// …` comment. Ruby's `json` gem (and yajl-ruby, Oj) skip comments as
+/// whitespace, so GitHub reads the JSON `mergePullRequest`; the proxy reads JSON only from a body
+/// that starts with `{`, and its form reading finds the harmless `query` inside the comment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_attack_58_r1_a_graphql_json_body_behind_a_comment_is_read() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = Proxy::start(&harness, "s-58-r1", &upstream).await;
+    let form = "Content-Type: application/x-www-form-urlencoded\r\n";
+    let mutation = r#"{"query":"mutation{mergePullRequest(input:{pullRequestId:\"PR_1\"}){clientMutationId}}"}"#;
+    none_goes_credentialed(
+        &proxy,
+        &upstream,
+        &[
+            ("POST", "/graphql", form, format!("/*&query=%7Bviewer%7Blogin%7D%7D&*/{mutation}")),
+            ("POST", "/graphql", form, format!("//&query=%7Bviewer%7Blogin%7D%7D&\n{mutation}")),
+            ("POST", "/graphql", "", format!("/*&query=%7Bviewer%7Blogin%7D%7D&*/\n{mutation}")),
+        ],
+    )
+    .await;
+}
+
+/// R58-2 (HIGH by the spec's own header: "what publishes … a repository … wait"): GitHub Pages
+/// publishes a private repository's branch to the internet; the site's creation, its update
+/// (`public`, `source`) and an artifact's deployment go out through the ungated operations in a
+/// repository.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_attack_58_r2_publishing_a_repository_through_pages_waits() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = bundled_proxy(&harness, "s-58-r2", &upstream).await;
+    let json = "Content-Type: application/json\r\n";
+    none_goes_credentialed(
+        &proxy,
+        &upstream,
+        &[
+            ("POST", "/repos/acme/private-app/pages", json, r#"{"source":{"branch":"main","path":"/"}}"#.into()),
+            ("PUT", "/repos/acme/private-app/pages", json, r#"{"public":true,"source":"main"}"#.into()),
+            (
+                "POST",
+                "/repos/acme/private-app/pages/deployments",
+                json,
+                r#"{"artifact_id":1,"pages_build_version":"x","oidc_token":"y"}"#.into(),
+            ),
+        ],
+    )
+    .await;
+}
+
+/// R58-3 (HIGH by the spec's own gating of `PUT …/environments/**`): creating a deployment branch
+/// policy opens a protected environment (and its secrets) to a branch the agent pushes; the same
+/// policy's `PUT` waits, its `POST` goes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_attack_58_r3_opening_an_environment_to_a_branch_waits() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = bundled_proxy(&harness, "s-58-r3", &upstream).await;
+    let json = "Content-Type: application/json\r\n";
+    none_goes_credentialed(
+        &proxy,
+        &upstream,
+        &[(
+            "POST",
+            "/repos/acme/app/environments/production/deployment-branch-policies",
+            json,
+            r#"{"name":"agent/*","type":"branch"}"#.into(),
+        )],
+    )
+    .await;
+}
+
+/// R58-4 (HIGH if GitHub routes a raw `/` in `{branch}`, which its branch routes take): the gated
+/// branch-protection templates put `protection` right after one `{branch}` segment, so the
+/// protection of `release/1.0` is replaced, loosened or stripped through the ungated `PUT`,
+/// `PATCH` and `POST` in a repository.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_attack_58_r4_a_protected_branch_with_a_slash_is_still_guarded() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = bundled_proxy(&harness, "s-58-r4", &upstream).await;
+    let json = "Content-Type: application/json\r\n";
+    let open = r#"{"required_status_checks":null,"enforce_admins":false,"required_pull_request_reviews":null,"restrictions":null,"allow_force_pushes":true,"allow_deletions":true}"#;
+    none_goes_credentialed(
+        &proxy,
+        &upstream,
+        &[
+            ("PUT", "/repos/acme/app/branches/release/1.0/protection", json, open.into()),
+            (
+                "PATCH",
+                "/repos/acme/app/branches/release/1.0/protection/required_pull_request_reviews",
+                json,
+                r#"{"required_approving_review_count":0,"dismiss_stale_reviews":true}"#.into(),
+            ),
+            (
+                "POST",
+                "/repos/acme/app/branches/release/1.0/protection/required_pull_request_reviews",
+                json,
+                r#"{"required_approving_review_count":0}"#.into(),
+            ),
+        ],
+    )
+    .await;
+}
+
+/// R58-5 (MEDIUM: `git push` is ungated by design, but the spec gates these effects over REST):
+/// renaming a branch frees its name for an ungated `POST …/git/refs` at any commit (a force-move
+/// of `main` without `move_ref`); syncing a fork's branch may make a merge commit (as the gated
+/// `POST …/merges` does); `update-branch` merges the base into a pull request's head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_attack_58_r5_renaming_and_merging_branches_wait() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = bundled_proxy(&harness, "s-58-r5", &upstream).await;
+    let json = "Content-Type: application/json\r\n";
+    none_goes_credentialed(
+        &proxy,
+        &upstream,
+        &[
+            ("POST", "/repos/acme/app/branches/main/rename", json, r#"{"new_name":"main-old"}"#.into()),
+            ("POST", "/repos/acme/app/merge-upstream", json, r#"{"branch":"main"}"#.into()),
+            ("PUT", "/repos/acme/app/pulls/7/update-branch", json, "{}".into()),
+        ],
+    )
+    .await;
+}
+
+/// R58-6 (HIGH for an organization owner's token, the case the spec's organization gates are
+/// for): GraphQL grants and organization/enterprise settings the denylist does not name go as the
+/// ungated `graphql` — the migrator role handed to another account (it can then migrate every
+/// repository of the organization out), outside collaborators removed from every repository,
+/// private forking opened, every enterprise member made admin of every repository.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_attack_58_r6_graphql_grants_and_organization_settings_wait() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = bundled_proxy(&harness, "s-58-r6", &upstream).await;
+    let json = "Content-Type: application/json\r\n";
+    let document = |mutation: &str| format!(r#"{{"query":"mutation{{{mutation}{{clientMutationId}}}}"}}"#);
+    none_goes_credentialed(
+        &proxy,
+        &upstream,
+        &[
+            (
+                "POST",
+                "/graphql",
+                json,
+                document(r#"grantMigratorRole(input:{organizationId:\"O_1\",actor:\"attacker\",actorType:USER})"#),
+            ),
+            (
+                "POST",
+                "/graphql",
+                json,
+                document(r#"removeOutsideCollaborator(input:{organizationId:\"O_1\",userId:\"U_1\"})"#),
+            ),
+            (
+                "POST",
+                "/graphql",
+                json,
+                document(
+                    r#"updateOrganizationAllowPrivateRepositoryForkingSetting(input:{organizationId:\"O_1\",forkingEnabled:true})"#,
+                ),
+            ),
+            (
+                "POST",
+                "/graphql",
+                json,
+                document(
+                    r#"updateEnterpriseDefaultRepositoryPermissionSetting(input:{enterpriseId:\"E_1\",settingValue:ADMIN})"#,
+                ),
+            ),
+        ],
+    )
+    .await;
+}
