@@ -545,7 +545,11 @@ mod re_attack_58 {
         let fields: Option<BTreeSet<String>> = fields.map(|f| f.iter().map(|s| s.to_string()).collect());
         match index.match_request_with(method, API, path, None, &[], fields.as_ref()) {
             OperationMatch::Matched { operation, .. } => {
-                if operation.approval { Ok(true) } else { Err(format!("ungated `{}`", operation.name)) }
+                if operation.approval {
+                    Ok(true)
+                } else {
+                    Err(format!("ungated `{}`", operation.name))
+                }
             }
             // Refused, or sent without the credential: no credentialed effect.
             _ => Ok(true),

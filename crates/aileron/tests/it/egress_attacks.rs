@@ -1181,7 +1181,8 @@ async fn none_goes_credentialed(proxy: &Proxy, upstream: &Upstream, requests: &[
             .iter()
             .any(|seen| seen.header("authorization") == Some(&format!("token {SECRET}")));
         if credentialed || answer.starts_with("HTTP/1.1 200") {
-            leaked.push(format!("{method} {target} {body} -> {}", answer.lines().next().unwrap_or_default()));
+            let key = if credentialed { "the upstream got the bound key" } else { "answered 200" };
+            leaked.push(format!("{method} {target} {body} -> {} ({key})", answer.lines().next().unwrap_or_default()));
         }
     }
     assert!(leaked.is_empty(), "went out credentialed with no approval:\n{}", leaked.join("\n"));
