@@ -239,6 +239,15 @@ pub fn graphql_names(body: &[u8], forms: crate::policy::FormReadings) -> Result<
     let mut documents = Vec::new();
     let text = String::from_utf8_lossy(body);
     let trimmed = text.trim_start();
+    // Ruby's JSON readings (the `json` gem, yajl) skip `/* … */` and `// …` comments as
+    // whitespace: `/*&query={viewer}&*/{"query":"mutation …"}` was a harmless form to this reading
+    // and the mutation to GitHub's, which reads any `/graphql` body as JSON (the fifty-eighth
+    // re-attack's R1). No JSON or form body a GraphQL client sends starts with one.
+    if trimmed.starts_with('/') {
+        return Err("the GraphQL request starts with a comment, which a JSON reading that skips comments reads \
+                    past to a document this one does not see; send it as plain JSON"
+            .to_string());
+    }
     if trimmed.starts_with(['{', '[']) {
         json_documents(trimmed, &mut documents)?;
     }

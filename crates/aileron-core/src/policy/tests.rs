@@ -524,8 +524,8 @@ fn install_time_subset_consistency() {
     }
 }
 
-/// The fifty-eighth re-attack (report only): each test asserts the secure outcome and fails
-/// while its hole is open.
+/// The fifty-eighth re-attack (decision 0016): each test asserts the secure outcome; each failed
+/// while its hole was open.
 mod re_attack_58 {
     use std::collections::BTreeSet;
 

@@ -1143,8 +1143,8 @@ async fn a_long_path_is_recorded_as_cut() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fifty-eighth re-attack (report only). Each test asserts the secure outcome: it fails while
-// its hole is open (the request reached the upstream with the bound key, no approval asked).
+// The fifty-eighth re-attack (decision 0016). Each test asserts the secure outcome; each failed
+// while its hole was open (the request reached the upstream with the bound key, no approval asked).
 // ---------------------------------------------------------------------------------------------
 
 /// The bundled GitHub spec (`connectors/specs/github-cli`), its `api.github.com:443` operations
