@@ -682,3 +682,181 @@ mod re_attack_58 {
         all_wait(&index, &cases);
     }
 }
+
+/// The fifty-ninth re-attack (the bundled AWS and Google Cloud specs, decision 0017): each test
+/// asserts the secure outcome; each fails while its hole is open.
+mod re_attack_59 {
+    use crate::policy::{OperationIndex, OperationMatch};
+
+    const AWS_CLI_MANIFEST: &str = include_str!("../../../../connectors/specs/aws-cli/manifest.toml");
+    const GOOGLE_CLOUD_MANIFEST: &str = include_str!("../../../../connectors/specs/google-cloud/manifest.toml");
+    const S3: &str = "s3.amazonaws.com:443";
+    const GCS: &str = "storage.googleapis.com:443";
+
+    fn bundled(text: &str) -> OperationIndex<()> {
+        let parsed = crate::manifest::parse_manifest(text, "manifest.toml").unwrap();
+        OperationIndex::new(parsed.proxy.unwrap().operations.into_iter().map(|operation| ((), operation)).collect())
+    }
+
+    /// `(method, path, query, headers)`: every one must wait, be refused or go uncredentialed;
+    /// the ones matched by an ungated operation are named.
+    fn all_wait(index: &OperationIndex<()>, host: &str, cases: &[(&str, &str, Option<&str>, &[&str])]) {
+        let leaked: Vec<String> = cases
+            .iter()
+            .filter_map(|(method, path, query, headers)| {
+                match index.match_request_with(method, host, path, *query, headers, None) {
+                    OperationMatch::Matched { operation, .. } if !operation.approval => Some(format!(
+                        "{method} {path}?{} {headers:?}: ungated `{}`",
+                        query.unwrap_or_default(),
+                        operation.name
+                    )),
+                    _ => None,
+                }
+            })
+            .collect();
+        assert!(leaked.is_empty(), "credentialed at once:\n{}", leaked.join("\n"));
+    }
+
+    /// R59-1: S3 reads the access-list, grant and Object Lock "headers" from the query string as
+    /// well (`?x-amz-acl=public-read`: what AWS's own SDKs hoist into a presigned URL, and what
+    /// the Java SDK v1's `addRequestParameter("x-amz-acl", …)` sends). The spec gates them only as
+    /// headers (`headers = ["x-amz-acl", "x-amz-grant-*", "x-amz-object-lock-*"]`) or as the
+    /// `?acl` / `?retention` / `?legal-hold` sub-resources, so an upload, a copy onto itself or a
+    /// multipart upload carrying them in its query is the ungated `s3_put_object` /
+    /// `s3_multipart`, re-signed with the user's keys (the query is part of what is signed).
+    #[test]
+    fn re_attack_59_r1_s3_acl_grant_and_lock_in_the_query_wait() {
+        let all_users = "uri%3D%22http%3A%2F%2Facs.amazonaws.com%2Fgroups%2Fglobal%2FAllUsers%22";
+        let grant_read = format!("x-amz-grant-read={all_users}");
+        let grant_full = format!("X-Amz-Grant-Full-Control={all_users}");
+        all_wait(
+            &bundled(AWS_CLI_MANIFEST),
+            S3,
+            &[
+                ("PUT", "/private-bucket/report.pdf", Some("x-amz-acl=public-read"), &[]),
+                ("PUT", "/private-bucket/report.pdf", Some("X-Amz-Acl=public-read-write"), &[]),
+                ("PUT", "/private-bucket/report.pdf", Some(&grant_read), &[]),
+                ("PUT", "/private-bucket/report.pdf", Some(&grant_full), &[]),
+                // A copy onto itself: the object's content unchanged, its access list public.
+                ("PUT", "/private-bucket/report.pdf", Some("x-amz-acl=public-read"), &["x-amz-copy-source"]),
+                // An irreversible COMPLIANCE lock (the header form is gated for this).
+                (
+                    "PUT",
+                    "/private-bucket/report.pdf",
+                    Some(
+                        "x-amz-object-lock-mode=COMPLIANCE&x-amz-object-lock-retain-until-date=2099-01-01T00%3A00%3A00Z",
+                    ),
+                    &["x-amz-copy-source"],
+                ),
+                ("PUT", "/private-bucket/report.pdf", Some("x-amz-object-lock-legal-hold=ON"), &["x-amz-copy-source"]),
+                ("POST", "/private-bucket/big.bin", Some("uploads&x-amz-acl=public-read"), &[]),
+                ("POST", "/private-bucket/big.bin", Some(&format!("uploads&{grant_read}")), &[]),
+            ],
+        );
+    }
+
+    /// R59-2: Cloud Storage object retention (Object Lock): the XML API's
+    /// `PUT /BUCKET/OBJECT?retention` with `<Retention><Mode>COMPLIANCE</Mode>…` sets a
+    /// retention that "cannot be removed or shortened" (Google's put-object-retention page), and
+    /// with `x-goog-bypass-governance-retention: true` removes a GOVERNANCE one; the JSON API's
+    /// `PATCH …/o/OBJECT?overrideUnlockedRetention=true` removes or shortens an Unlocked one. The
+    /// AWS spec gates the same effect (`?retention`, `?legal-hold`, `x-amz-object-lock-*`); the
+    /// Google spec gates only `?acl`, so each is the ungated `xml_put_object` / `update_object`.
+    #[test]
+    fn re_attack_59_r2_cloud_storage_object_retention_waits() {
+        all_wait(
+            &bundled(GOOGLE_CLOUD_MANIFEST),
+            GCS,
+            &[
+                ("PUT", "/user-bucket/ledger.csv", Some("retention"), &[]),
+                ("PUT", "/user-bucket/ledger.csv", Some("retention"), &["x-goog-bypass-governance-retention"]),
+                ("PUT", "/user-bucket/ledger.csv", Some("retention&generation=1"), &[]),
+                ("PATCH", "/storage/v1/b/user-bucket/o/ledger.csv", Some("overrideUnlockedRetention=true"), &[]),
+            ],
+        );
+    }
+
+    /// R59-3 (LOW): an object's tags (`PUT /bucket/key?tagging`, or `x-amz-tagging` with
+    /// `x-amz-tagging-directive: REPLACE` on a copy onto itself) go out ungated. What a tag does
+    /// is the user's configuration: a lifecycle rule filtered on a tag expires (deletes) what the
+    /// agent tags, a bucket policy on `s3:ExistingObjectTag/…` opens what it tags.
+    #[test]
+    fn re_attack_59_r3_s3_object_tags_wait() {
+        all_wait(
+            &bundled(AWS_CLI_MANIFEST),
+            S3,
+            &[
+                ("PUT", "/private-bucket/report.pdf", Some("tagging"), &[]),
+                ("PUT", "/private-bucket/report.pdf", None, &["x-amz-tagging", "x-amz-copy-source"]),
+                ("PUT", "/private-bucket/report.pdf", Some("x-amz-tagging=expire%3Dnow"), &[]),
+            ],
+        );
+    }
+
+    /// What held this round (passes): bucket sub-resources by a trailing `/`, `?delete` on the
+    /// bucket, any case of `?acl`, paths a server reads otherwise, other S3 and STS hosts and
+    /// methods (no operation: no key), the STS query API's `GET`, the Cloud Storage batch and
+    /// gRPC paths, HMAC keys and bucket ACL routes of the JSON API.
+    #[test]
+    fn re_attack_59_held() {
+        let aws = bundled(AWS_CLI_MANIFEST);
+        all_wait(
+            &aws,
+            S3,
+            &[
+                ("PUT", "/b/", Some("policy"), &[]),
+                ("PUT", "/b/", Some("publicAccessBlock"), &[]),
+                ("POST", "/b/", Some("delete"), &[]),
+                ("PUT", "/b/k", Some("ACL"), &[]),
+                ("PUT", "/b/k", Some("x=1;acl"), &[]),
+                ("PUT", "/b/k", Some("%61cl="), &[]),
+                ("PUT", "/b/k", Some("legal-hold"), &[]),
+                ("PUT", "/b//k", Some("policy"), &[]),
+                ("PUT", "/b/%2F", Some("policy"), &[]),
+                ("PUT", "/b/..", Some("policy"), &[]),
+                ("PUT", "/b;x/k", None, &[]),
+                ("DELETE", "/b/k", Some("versionId=1"), &[]),
+                ("PUT", "/b/k", None, &["x-amz-grant-write-acp"]),
+                ("POST", "/b/k", Some("uploads"), &["x-amz-object-lock-mode"]),
+            ],
+        );
+        for (method, host, path) in [
+            ("GET", "sts.amazonaws.com:443", "/"),
+            ("POST", "sts.amazonaws.com:443", "/x"),
+            ("PUT", "b.s3.amazonaws.com:443", "/k"),
+            ("PUT", "s3.us-east-1.amazonaws.com:443", "/b/k"),
+            ("PUT", "s3.dualstack.us-east-1.amazonaws.com:443", "/b/k"),
+        ] {
+            assert_eq!(aws.match_request(method, host, path), OperationMatch::None, "{method} {host}{path}");
+        }
+        assert!(matches!(
+            aws.match_request_with("POST", "sts.amazonaws.com:443", "/", Some("Action=GetFederationToken"), &[], None),
+            OperationMatch::Matched { operation, .. } if operation.approval
+        ));
+        let gcs = bundled(GOOGLE_CLOUD_MANIFEST);
+        for (method, path) in [
+            ("POST", "/batch/storage/v1"),
+            ("POST", "/google.storage.v2.Storage/DeleteObject"),
+            ("POST", "/storage/v1/projects/p/hmacKeys"),
+            ("POST", "/storage/v1/b/b/acl"),
+            ("POST", "/storage/v1/b/b/lockRetentionPolicy"),
+            ("PATCH", "/storage/v1/b/b/defaultObjectAcl/allUsers"),
+        ] {
+            assert_eq!(gcs.match_request(method, GCS, path), OperationMatch::None, "{method} {path}");
+        }
+        all_wait(
+            &gcs,
+            GCS,
+            &[
+                ("PUT", "/storage/v1/b/b/iam", None, &[]),
+                ("PUT", "/b/", Some("cors"), &[]),
+                ("PUT", "/b/o", Some("ACL"), &[]),
+                ("PUT", "/b/o", None, &["x-goog-acl"]),
+                ("POST", "/upload/storage/v1/b/b/o", Some("uploadType=media&name=x&PredefinedAcl=publicRead"), &[]),
+                ("POST", "/storage/v1/b/b/o/s/rewriteTo/b/d/o/x", Some("destinationPredefinedAcl=publicRead"), &[]),
+                ("PATCH", "/storage/v1/b/b/o/x/acl/allUsers", None, &[]),
+                ("DELETE", "/storage/v1/b/b/o/x", None, &[]),
+            ],
+        );
+    }
+}

@@ -1364,3 +1364,186 @@ async fn re_attack_58_r6_graphql_grants_and_organization_settings_wait() {
     )
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The fifty-ninth re-attack (the bundled AWS and Google Cloud specs, decision 0017). Each test
+// asserts the secure outcome; each fails while its hole is open (the request reached the upstream
+// signed with the user's AWS keys, or with the bound Google token, and no approval was asked).
+// ---------------------------------------------------------------------------------------------
+
+/// The user's AWS access key id the bundled AWS spec re-signs with in these tests.
+const AWS_KEY_ID: &str = "AKIAREALUSERKEY00059";
+
+/// AWS keys bound to every connector (the user's, as `aileron auth import aws` binds them).
+struct PlantedAwsKeys;
+
+impl aileron::stores::bindings::CredentialSource for PlantedAwsKeys {
+    fn resolve<'a>(
+        &'a self,
+        connector_fqn: &'a str,
+        kind: aileron_core::manifest::CredentialKind,
+        _refresher: &'a dyn aileron::stores::bindings::TokenRefresher,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<aileron::stores::bindings::ResolvedCredential, aileron_core::Failure>,
+                > + Send
+                + 'a,
+        >,
+    > {
+        Box::pin(async move {
+            Ok(aileron::stores::bindings::ResolvedCredential {
+                binding: aileron::stores::bindings::BindingInfo::new(kind, connector_fqn, "planted"),
+                injection: aileron::stores::bindings::Injection::Aws(aileron_core::sigv4::AwsCredentials {
+                    access_key_id: AWS_KEY_ID.to_string(),
+                    secret_access_key: zeroize::Zeroizing::new("real/user/secret/key/0059".to_string()),
+                    session_token: None,
+                }),
+            })
+        })
+    }
+}
+
+/// A session proxy whose operations are a bundled spec's, its `host` operations moved to the
+/// upstream's port (`edit` adjusts the manifest's text further), credentialed by `keys`.
+async fn bundled_spec_proxy(
+    harness: &Harness,
+    id: &str,
+    upstream: &Upstream,
+    manifest: &str,
+    host: &str,
+    edit: impl Fn(String) -> String,
+    keys: Arc<dyn aileron::stores::bindings::CredentialSource>,
+) -> Proxy {
+    let destination = format!("localhost:{}", upstream.address.port());
+    let text = edit(manifest.replace(host, &destination));
+    let manifest = aileron_core::manifest::parse_manifest(&text, "manifest.toml").unwrap();
+    let oauth = Arc::new(aileron::stores::oauth::OAuthFlows::new().unwrap());
+    let credentialing = Credentialing::new(vec![SealedConnector { manifest: Arc::new(manifest) }], Some((keys, oauth)));
+    Proxy::start_with(harness, id, upstream, move |session| session.with_credentialing(Arc::new(credentialing))).await
+}
+
+/// Sends each `(method, target, headers, body)` on its own tunnel and asserts none reached the
+/// upstream with an `Authorization` that `credentialed` recognises as the user's.
+async fn none_goes_with(
+    proxy: &Proxy,
+    upstream: &Upstream,
+    credentialed: impl Fn(&str) -> bool,
+    requests: &[(&str, &str, &str, String)],
+) {
+    let mut leaked = Vec::new();
+    for (method, target, headers, body) in requests {
+        let before = upstream.seen().len();
+        let answer =
+            exchange(proxy.tls(&[b"http/1.1"]).await, &raw_request(proxy, method, target, headers, body)).await;
+        if let Some(seen) =
+            upstream.seen()[before..].iter().find(|seen| seen.header("authorization").is_some_and(&credentialed))
+        {
+            leaked.push(format!(
+                "{method} {target} -> {} (the upstream got `{}`)",
+                answer.lines().next().unwrap_or_default(),
+                seen.header("authorization").unwrap_or_default()
+            ));
+        }
+    }
+    assert!(leaked.is_empty(), "went out credentialed with no approval:\n{}", leaked.join("\n"));
+}
+
+/// R59-1 (HIGH if S3 honours the query form on a header-signed request as it does on a presigned
+/// one): `?x-amz-acl=public-read`, `?x-amz-grant-read=uri="…AllUsers"` and
+/// `?x-amz-object-lock-mode=COMPLIANCE&x-amz-object-lock-retain-until-date=…` on an upload, a
+/// copy onto itself or a multipart upload match the ungated `s3_put_object` / `s3_multipart` (the
+/// spec names them only as headers), and the proxy signs them, query included, with the user's
+/// keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_attack_59_r1_s3_acl_grant_and_lock_in_the_query_wait() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = bundled_spec_proxy(
+        &harness,
+        "s-59-r1",
+        &upstream,
+        include_str!("../../../../connectors/specs/aws-cli/manifest.toml"),
+        "s3.amazonaws.com:443",
+        |text| text.replacen("service = \"s3\"\n", "service = \"s3\"\nregion = \"us-east-1\"\n", 1),
+        Arc::new(PlantedAwsKeys),
+    )
+    .await;
+    let unsigned = "x-amz-content-sha256: UNSIGNED-PAYLOAD\r\n";
+    let copy = "x-amz-content-sha256: UNSIGNED-PAYLOAD\r\nx-amz-copy-source: /private-bucket/report.pdf\r\n\
+                x-amz-metadata-directive: COPY\r\n";
+    let all_users = "uri%3D%22http%3A%2F%2Facs.amazonaws.com%2Fgroups%2Fglobal%2FAllUsers%22";
+    none_goes_with(
+        &proxy,
+        &upstream,
+        |authorization| authorization.contains(&format!("Credential={AWS_KEY_ID}/")),
+        &[
+            ("PUT", "/private-bucket/report.pdf?x-amz-acl=public-read", unsigned, "new content".into()),
+            ("PUT", "/private-bucket/report.pdf?x-amz-acl=public-read", copy, String::new()),
+            ("PUT", &format!("/private-bucket/report.pdf?x-amz-grant-read={all_users}"), copy, String::new()),
+            (
+                "PUT",
+                "/private-bucket/report.pdf?x-amz-object-lock-mode=COMPLIANCE\
+                 &x-amz-object-lock-retain-until-date=2099-01-01T00%3A00%3A00Z",
+                copy,
+                String::new(),
+            ),
+            ("POST", "/private-bucket/big.bin?uploads&x-amz-acl=public-read-write", unsigned, String::new()),
+        ],
+    )
+    .await;
+}
+
+/// R59-2 (HIGH by the AWS spec's own gating of `?retention`/`?legal-hold`/`x-amz-object-lock-*`):
+/// Cloud Storage's XML API sets an object's retention with `PUT /BUCKET/OBJECT?retention` and a
+/// `<Retention><Mode>COMPLIANCE</Mode>…` body — "cannot be removed or shortened" — and removes a
+/// GOVERNANCE one with `x-goog-bypass-governance-retention: true`; the JSON API removes an
+/// Unlocked one with `PATCH …/o/OBJECT?overrideUnlockedRetention=true`. The Google spec gates
+/// only `?acl`: each goes out with the bound token as `xml_put_object` / `update_object`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_attack_59_r2_cloud_storage_object_retention_waits() {
+    let harness = Harness::new();
+    let upstream = Upstream::start().await;
+    let proxy = bundled_spec_proxy(
+        &harness,
+        "s-59-r2",
+        &upstream,
+        include_str!("../../../../connectors/specs/google-cloud/manifest.toml"),
+        "storage.googleapis.com:443",
+        |text| text,
+        Arc::new(PlantedKey(SECRET)),
+    )
+    .await;
+    let xml = "Content-Type: application/xml\r\n";
+    let json = "Content-Type: application/json\r\n";
+    let compliance = "<Retention><Mode>COMPLIANCE</Mode><RetainUntilDate>2099-01-01T00:00:00Z</RetainUntilDate>\
+                      </Retention>";
+    none_goes_with(
+        &proxy,
+        &upstream,
+        |authorization| authorization == format!("Bearer {SECRET}"),
+        &[
+            ("PUT", "/user-bucket/ledger.csv?retention", xml, compliance.into()),
+            (
+                "PUT",
+                "/user-bucket/ledger.csv?retention",
+                "Content-Type: application/xml\r\nx-goog-bypass-governance-retention: true\r\n",
+                "<Retention></Retention>".into(),
+            ),
+            (
+                "PATCH",
+                "/storage/v1/b/user-bucket/o/ledger.csv?overrideUnlockedRetention=true",
+                json,
+                r#"{"retention":null}"#.into(),
+            ),
+            // The JSON API's own route, its retention in the body: `Locked` until 2099.
+            (
+                "PATCH",
+                "/storage/v1/b/user-bucket/o/ledger.csv",
+                json,
+                r#"{"retention":{"mode":"Locked","retainUntilTime":"2099-01-01T00:00:00Z"}}"#.into(),
+            ),
+        ],
+    )
+    .await;
+}
