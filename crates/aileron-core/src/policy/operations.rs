@@ -114,9 +114,19 @@ impl<K> OperationIndex<K> {
             None => true,
             Some(name) => query.is_some_and(|query| names_parameter(query, name)),
         };
+        // A header named in the query too: S3 reads `x-amz-*` from the query as from the headers
+        // (what its presigned URLs carry), so `?x-amz-acl=public-read` on a PUT signed with the
+        // user's keys made an object public (the fifty-ninth re-attack's R1).
+        let in_query = query.map(parameter_names).unwrap_or_default();
         let carried = |operation: &ProxyOperation| {
             operation.headers.is_empty()
-                || operation.headers.iter().any(|wanted| headers.iter().any(|name| header_matches(wanted, name)))
+                || operation.headers.iter().any(|wanted| {
+                    headers
+                        .iter()
+                        .copied()
+                        .chain(in_query.iter().map(String::as_str))
+                        .any(|name| header_matches(wanted, name))
+                })
         };
         let candidates: Vec<&(K, ProxyOperation)> = on_host
             .into_iter()
@@ -162,6 +172,19 @@ fn header_matches(wanted: &str, name: &str) -> bool {
         Some(prefix) => name.len() > prefix.len() && name.starts_with(prefix),
         None => name == wanted,
     }
+}
+
+/// The parameter names of `query`, each decoded, trimmed and lowercase, as [`names_parameter`]
+/// reads them.
+fn parameter_names(query: &str) -> Vec<String> {
+    query
+        .split(['&', ';'])
+        .map(|pair| {
+            let named = pair.split_once('=').map_or(pair, |(named, _)| named);
+            let decoded = percent_encoding::percent_decode_str(&named.replace('+', " ")).collect::<Vec<u8>>();
+            String::from_utf8_lossy(decoded.trim_ascii()).to_ascii_lowercase()
+        })
+        .collect()
 }
 
 /// Whether `query` names the parameter `name` (`acl`, `acl=`, `x=1&acl`), read as widely as a
