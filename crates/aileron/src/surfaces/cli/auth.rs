@@ -533,10 +533,13 @@ mod tests {
             "/storage/v1/b/victim/defaultObjectAcl/allUsers",
             "/victim",
             "/brand-new-bucket",
+            // The fifty-ninth: an object's metadata replaced in place (its body can set a
+            // retention that cannot be lifted, or an access list).
+            "/storage/v1/b/victim/o/report.csv",
         ] {
             assert!(gated(&gcs, "PUT", storage, path, None), "PUT {path} is not gated");
         }
-        for path in ["/victim/report.csv", "/victim/dir/report.csv", "/storage/v1/b/victim/o/report.csv"] {
+        for path in ["/victim/report.csv", "/victim/dir/report.csv"] {
             assert!(!gated(&gcs, "PUT", storage, path, None), "PUT {path} should stay ungated");
         }
         // The sixteenth re-attack: a query sub-resource (`?acl`) was matched by no operation, so
@@ -573,7 +576,9 @@ mod tests {
         ] {
             assert!(gated(&gcs, method, storage, path, None), "{method} {path}");
         }
-        assert!(!gated(&gcs, "PATCH", storage, "/storage/v1/b/victim/o/report.csv", None));
+        // The fifty-ninth: any change of an object's metadata in place waits (its body is not
+        // read, and can set a retention or an access list); an upload goes at once.
+        assert!(gated(&gcs, "PATCH", storage, "/storage/v1/b/victim/o/report.csv", None));
         assert!(!gated(&gcs, "POST", storage, "/upload/storage/v1/b/victim/o?uploadType=media&name=x", None));
     }
 
