@@ -6534,3 +6534,241 @@ fn re_attack_57_r6_the_hint_for_a_git_directory_too_large_to_walk_finds_every_ru
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The sixtieth re-attack (report only): against the fifty-seventh's fixes (`pack::check`'s
+// positioned reads and budgets, `objects` pinned in place, `objects/pack` recorded at launch).
+// Each test asserts the secure (or, for a usability finding, the working) outcome.
+
+/// R60-1: R57-2 moved to the index. `pack::check` now reads the pack where its index points,
+/// whatever its length, but still answers `TooLarge` for an `.idx` longer than
+/// `pack::MAX_INDEX_BYTES` (256 MiB) from its length alone. Git accepts a version 2 index up to
+/// `(nr - 1) * 8` bytes past its minimum (room for the large-offset table), so an index of
+/// 8,000,000 entries — all but the last a zero name at offset 0, the last the agent's blob at
+/// offset 12 — is 288 MB long and 16 KiB on disk (holes); the pack's header says 8,000,000
+/// objects and holds one. Git shows the harmless content; the pack is left in place, and the exit
+/// says only the vague "could not be looked at" warning.
+#[test]
+fn re_attack_60_r1_a_forged_pack_whose_index_is_made_sparse_past_the_cap_is_not_left() {
+    let rig = LaunchRig::new();
+    let work = ra57_trusted_workspace(&rig);
+    let script = format!("{RA57_HELPERS}{RA60_SPARSE_INDEX}");
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let (shown, checked_out) = ra57_shown_and_checked_out(&work);
+    assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
+    assert!(
+        !shown.contains("pytest settings"),
+        "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}"
+    );
+}
+
+const RA60_SPARSE_INDEX: &str = r##"
+blob = commit_evil_conftest()
+nr = 8_000_000
+pack = b'PACK' + struct.pack('>II', 2, nr) + head_of(3, len(HARMLESS)) + zlib.compress(HARMLESS)
+pack += hashlib.sha1(pack).digest()
+stem = os.path.join('.git/objects/pack', 'pack-' + '3' * 40)
+open(stem + '.pack', 'wb').write(pack)
+fan = b''.join(struct.pack('>I', nr - 1 + (1 if b >= blob[0] else 0)) for b in range(256))
+head = b'\xfftOc' + struct.pack('>I', 2) + fan
+names_at = len(head)
+offsets_at = names_at + nr * 20 + nr * 4
+size = offsets_at + nr * 4 + (nr - 1) * 8 + 40
+f = open(stem + '.idx', 'wb')
+f.write(head)
+f.seek(names_at + (nr - 1) * 20); f.write(blob)
+f.seek(offsets_at + (nr - 1) * 4); f.write(struct.pack('>I', 12))
+f.truncate(size - 40); f.seek(size - 40); f.write(pack[-20:] + b'\0' * 20)
+f.close()
+"##;
+
+/// R60-2: the exit held for days by hashing. `pack::check` keeps a body of up to 96 MiB for
+/// the deltas on it and counts only what zlib and deltas *make* against its 1 GiB; an entry found
+/// in that cache costs nothing against the budget but is hashed again, whole. One 90 MiB blob
+/// (90 KiB of zlib) and an index naming it 1,000,000 times at the same offset (28 MB), then the
+/// forged entry last: each entry hashes 90 MiB again (about 0.1 s), so the check of this one pack
+/// runs for more than a day, and nothing after it runs: the forged entry is never reached, the
+/// pack never moved, and no warning of `IndexSnapshot::hidden`'s (nor anything later) is said.
+/// Held here to 300 s.
+#[test]
+fn re_attack_60_r2_an_index_naming_one_large_object_many_times_does_not_hold_the_exit() {
+    let rig = LaunchRig::new();
+    let work = ra57_trusted_workspace(&rig);
+    claude_runs(&rig, format!("{RA57_HELPERS}{RA60_HASH_BOMB}"));
+    let command = rig.command_at(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let mut wrapped = Command::new("timeout");
+    wrapped.arg("--signal=KILL").arg("300").arg(command.get_program()).args(command.get_args());
+    if let Some(dir) = command.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    let started = std::time::Instant::now();
+    let output = wrapped.stdin(std::process::Stdio::null()).output().unwrap();
+    let said = text(&output);
+    let (shown, checked_out) = ra57_shown_and_checked_out(&work);
+    assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
+    assert!(
+        output.status.success() && !shown.contains("pytest settings"),
+        "the exit ran {:?} and ended {:?}; git log -p shows another conftest.py than runs ({shown:?}); the exit \
+         said: {said}",
+        started.elapsed(),
+        output.status
+    );
+}
+
+const RA60_HASH_BOMB: &str = r##"
+blob = commit_evil_conftest()
+k = 0
+while True:
+    big = b'\0' * (90 << 20) + b'%d' % k
+    name = hashlib.sha1(b'blob %d\0' % len(big) + big).digest()
+    if name < blob:
+        break
+    k += 1
+count = 1_000_000
+pack = bytearray(b'PACK' + struct.pack('>II', 2, count + 1))
+pack += head_of(3, len(big)) + zlib.compress(big, 1)
+at = len(pack)
+pack += head_of(3, len(HARMLESS)) + zlib.compress(HARMLESS)
+pack = bytes(pack)
+pack += hashlib.sha1(pack).digest()
+names = [name] * count + [blob]
+idx = bytearray(b'\xfftOc' + struct.pack('>I', 2))
+for bucket in range(256):
+    idx += struct.pack('>I', sum(1 for n in (name, blob) if n[0] <= bucket and n == name) * count + (1 if blob[0] <= bucket else 0))
+idx += name * count + blob
+idx += b'\0' * 4 * (count + 1)
+idx += struct.pack('>I', 12) * count + struct.pack('>I', at)
+idx += pack[-20:]
+idx += hashlib.sha1(bytes(idx)).digest()
+stem = os.path.join('.git/objects/pack', 'pack-' + '5' * 40)
+open(stem + '.pack', 'wb').write(pack)
+open(stem + '.idx', 'wb').write(bytes(idx))
+"##;
+
+/// R60-3: the objects of a git directory that is no worktree's at launch are never looked at. A
+/// submodule the user deinitialised (`git submodule deinit lib`: its git directory stays in
+/// `.git/modules/lib`, protected and pinned, but it is in no `(git dir, worktree)` pair, so
+/// `IndexSnapshot::hidden` neither records its `objects/pack` nor scans its packs or loose
+/// objects). The agent writes there a one-object pack naming the user's `lib/conftest.py` blob
+/// for a `conftest.py` that runs a command (the thirty-ninth re-attack's K1, through a pack).
+/// The exit says nothing; the user's `git submodule update --init lib` checks out the agent's
+/// code, and `git diff` in the submodule is empty (git reads the same forged object on both sides).
+#[test]
+fn re_attack_60_r3_a_forged_pack_in_a_deinitialised_submodules_git_directory_is_not_left() {
+    let rig = LaunchRig::new();
+    let work = ra57_trusted_workspace(&rig);
+    let lib = rig.user_home().join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let git_in = |dir: &Path, args: &[&str]| {
+        let args =
+            [&["-c", "user.name=u", "-c", "user.email=u@x", "-c", "protocol.file.allow=always"][..], args].concat();
+        Command::new("git").args(&args).current_dir(dir).status().unwrap().success()
+    };
+    assert!(git_in(&lib, &["init", "-q"]));
+    std::fs::write(lib.join("conftest.py"), "# pytest settings for the suite\n").unwrap();
+    assert!(git_in(&lib, &["add", "conftest.py"]));
+    assert!(git_in(&lib, &["commit", "-qm", "lib"]));
+    assert!(git_in(&work, &["submodule", "add", "-q", lib.to_str().unwrap(), "lib"]));
+    assert!(git_in(&work, &["commit", "-qm", "add lib"]));
+    assert!(git_in(&work, &["submodule", "deinit", "-q", "lib"]));
+    let script = format!("{RA57_HELPERS}{RA60_FORGED_IN_MODULE}");
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(git_in(&work, &["submodule", "update", "-q", "--init", "lib"]));
+    let checked_out = std::fs::read_to_string(work.join("lib/conftest.py")).unwrap_or_default();
+    let diff = Command::new("git").args(["diff"]).current_dir(work.join("lib")).output().unwrap();
+    let status = Command::new("git").args(["status", "--short"]).current_dir(work.join("lib")).output().unwrap();
+    assert!(
+        !checked_out.contains("os.system"),
+        "the user's `git submodule update --init` checked out the agent's conftest.py ({checked_out:?}), `git diff` \
+         there: {:?}, `git status --short`: {:?}; the exit said: {said}",
+        String::from_utf8_lossy(&diff.stdout),
+        String::from_utf8_lossy(&status.stdout)
+    );
+}
+
+const RA60_FORGED_IN_MODULE: &str = r##"
+name = hashlib.sha1(b'blob %d\0' % len(HARMLESS) + HARMLESS).digest()
+pack = one_object_pack(EVIL)
+pack += hashlib.sha1(pack).digest()
+stem = os.path.join('.git/modules/lib/objects/pack', 'pack-' + '4' * 40)
+open(stem + '.pack', 'wb').write(pack)
+open(stem + '.idx', 'wb').write(index_of(name, pack[-20:]))
+"##;
+
+/// A repository whose `.git` is a `gitdir:` file naming a git directory inside the workspace at
+/// `relative` (`git init --separate-git-dir`), with one commit.
+fn ra60_separate_git_dir(rig: &LaunchRig, relative: &str) -> PathBuf {
+    std::fs::write(rig.user_home().join(".gdbinit"), "add-auto-load-safe-path /\n").unwrap();
+    let work = rig.workspace();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    if let Some(parent) = Path::new(relative).parent() {
+        std::fs::create_dir_all(work.join(parent)).unwrap();
+    }
+    assert!(git(&["init", "-q", "--separate-git-dir", relative]));
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "first"]));
+    work
+}
+
+/// R60-4: a repository whose `.git` is a `gitdir:` file naming a git directory in a directory
+/// the search for repositories skips (`node_modules`, `target`, `.venv`, …: here `git init
+/// --separate-git-dir node_modules/.gd`). `protect_checkout` reads the `.git` file, records the
+/// pair for the exit's index look and protects what the config names, but protects the git
+/// directory itself only if the search meets it, which it never does there: its `hooks` are
+/// writable, its `objects` not pinned, and nothing is said. The agent writes a `pre-commit` hook;
+/// the user's next `git commit` runs it. (With the git directory at `.gd`, the search finds it:
+/// the hook write fails, `objects` is pinned.)
+#[test]
+fn re_attack_60_r4_a_separate_git_directory_in_a_skipped_directory_is_protected() {
+    let rig = LaunchRig::new();
+    let work = ra60_separate_git_dir(&rig, "node_modules/.gd");
+    let script = "#!/bin/sh\nprintf '#!/bin/sh\\ntouch PWNED\\n' > node_modules/.gd/hooks/pre-commit\n\
+                  chmod +x node_modules/.gd/hooks/pre-commit\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let committed = Command::new("git")
+        .args(["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "next"])
+        .current_dir(&work)
+        .status()
+        .unwrap();
+    assert!(committed.success());
+    assert!(
+        !work.join("PWNED").exists(),
+        "the user's `git commit` ran the agent's hook in node_modules/.gd/hooks; the exit said: {said}"
+    );
+}
+
+/// R60-5 (USABILITY, since `.git` was pinned; `objects` pinned now too): a hard link out of a
+/// pinned git directory crosses a mount, so `git clone --local` (and `-l`) of the workspace's
+/// repository into the workspace dies: "failed to create link '…/objects/…': Invalid cross-device
+/// link" (a plain `git clone` falls back to copying). `git gc`, `repack -ad`, `prune`,
+/// `maintenance run`, `commit-graph write`, `multi-pack-index write`, `clone --shared`,
+/// `--no-hardlinks`, a push into a local bare repository, `fetch` both ways and `stash` work.
+#[test]
+fn re_attack_60_r5_git_clone_local_works_inside_the_launch() {
+    let rig = LaunchRig::new();
+    let work = ra57_trusted_workspace(&rig);
+    let script = "#!/bin/sh\nexport GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@x\n\
+                  echo x > new.txt\ngit add new.txt\ngit commit -qm work\ngit gc -q\n\
+                  git clone -q --local . ./copy > clone.out 2>&1\necho $? > clone.rc\n";
+    claude_runs(&rig, script);
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    let rc = std::fs::read_to_string(work.join("clone.rc")).unwrap_or_default();
+    let out = std::fs::read_to_string(work.join("clone.out")).unwrap_or_default();
+    assert_eq!(rc.trim(), "0", "`git clone --local . ./copy` in the launch: {out}\nthe exit said: {said}");
+}
