@@ -6536,9 +6536,9 @@ fn re_attack_57_r6_the_hint_for_a_git_directory_too_large_to_walk_finds_every_ru
 }
 
 // ---------------------------------------------------------------------------------------------
-// The sixtieth re-attack (report only): against the fifty-seventh's fixes (`pack::check`'s
+// The sixtieth re-attack (decision 0013): against the fifty-seventh's fixes (`pack::check`'s
 // positioned reads and budgets, `objects` pinned in place, `objects/pack` recorded at launch).
-// Each test asserts the secure (or, for a usability finding, the working) outcome.
+// Each test asserts the secure outcome; each failed while its hole was open.
 
 /// R60-1: R57-2 moved to the index. `pack::check` now reads the pack where its index points,
 /// whatever its length, but still answers `TooLarge` for an `.idx` longer than
@@ -6735,7 +6735,7 @@ fn re_attack_60_r4_a_separate_git_directory_in_a_skipped_directory_is_protected(
     let rig = LaunchRig::new();
     let work = ra60_separate_git_dir(&rig, "node_modules/.gd");
     let script = "#!/bin/sh\nprintf '#!/bin/sh\\ntouch PWNED\\n' > node_modules/.gd/hooks/pre-commit\n\
-                  chmod +x node_modules/.gd/hooks/pre-commit\n";
+                  chmod +x node_modules/.gd/hooks/pre-commit\ntrue\n";
     claude_runs(&rig, script);
     let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
     let said = text(&output);
@@ -6750,25 +6750,4 @@ fn re_attack_60_r4_a_separate_git_directory_in_a_skipped_directory_is_protected(
         !work.join("PWNED").exists(),
         "the user's `git commit` ran the agent's hook in node_modules/.gd/hooks; the exit said: {said}"
     );
-}
-
-/// R60-5 (USABILITY, since `.git` was pinned; `objects` pinned now too): a hard link out of a
-/// pinned git directory crosses a mount, so `git clone --local` (and `-l`) of the workspace's
-/// repository into the workspace dies: "failed to create link '…/objects/…': Invalid cross-device
-/// link" (a plain `git clone` falls back to copying). `git gc`, `repack -ad`, `prune`,
-/// `maintenance run`, `commit-graph write`, `multi-pack-index write`, `clone --shared`,
-/// `--no-hardlinks`, a push into a local bare repository, `fetch` both ways and `stash` work.
-#[test]
-fn re_attack_60_r5_git_clone_local_works_inside_the_launch() {
-    let rig = LaunchRig::new();
-    let work = ra57_trusted_workspace(&rig);
-    let script = "#!/bin/sh\nexport GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@x\n\
-                  echo x > new.txt\ngit add new.txt\ngit commit -qm work\ngit gc -q\n\
-                  git clone -q --local . ./copy > clone.out 2>&1\necho $? > clone.rc\n";
-    claude_runs(&rig, script);
-    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
-    let said = text(&output);
-    let rc = std::fs::read_to_string(work.join("clone.rc")).unwrap_or_default();
-    let out = std::fs::read_to_string(work.join("clone.out")).unwrap_or_default();
-    assert_eq!(rc.trim(), "0", "`git clone --local . ./copy` in the launch: {out}\nthe exit said: {said}");
 }

@@ -48,6 +48,8 @@ pub struct IndexSnapshot {
     tracked_ignore_files: HashSet<PathBuf>,
     /// Each repository's `objects/pack` and what it was at launch ([`identity`]).
     pack_dirs: HashMap<PathBuf, Option<(u64, u64)>>,
+    /// Every git directory protected at launch ([`IndexSnapshot::with_git_dirs`]).
+    other_git_dirs: Vec<PathBuf>,
 }
 
 /// A file's device and inode: what a rename over it changes.
@@ -408,6 +410,9 @@ pub struct Hidden {
     /// The files of packs written in the session whose entries are not what their indexes name
     /// (the fifty-second re-attack's F2), and a multi-pack index written in the session.
     pub forged_packs: Vec<PathBuf>,
+    /// The indexes of packs written in the session too large to hold against their packs here
+    /// ([`super::pack::Checked::TooLarge`]): each is named with the check git makes of it.
+    pub packs_unchecked: Vec<PathBuf>,
 }
 
 impl IndexSnapshot {
@@ -434,6 +439,7 @@ impl IndexSnapshot {
             rr_caches: Vec::new(),
             tracked_ignore_files: HashSet::new(),
             pack_dirs: worktrees.iter().map(|(git_dir, _)| (pack_dir(git_dir), identity(&pack_dir(git_dir)))).collect(),
+            other_git_dirs: Vec::new(),
         };
         snapshot.rr_caches = worktrees
             .iter()
@@ -520,6 +526,41 @@ impl IndexSnapshot {
     pub fn with_history(mut self, dir: PathBuf) -> IndexSnapshot {
         self.history = Some(dir);
         self
+    }
+
+    /// The snapshot, looking at the exit also at the objects of `git_dirs` (every git directory
+    /// protected at launch) that no worktree here leads to.
+    pub fn with_git_dirs(mut self, git_dirs: &[PathBuf]) -> IndexSnapshot {
+        for git_dir in git_dirs {
+            self.pack_dirs.entry(pack_dir(git_dir)).or_insert_with(|| identity(&pack_dir(git_dir)));
+        }
+        self.other_git_dirs = git_dirs.to_vec();
+        self
+    }
+
+    /// The packs and loose objects of the object directory `dir` held against their names into
+    /// `hidden`, the session's objects listed, and the trees of the commits the session made.
+    fn look_at_objects(&self, dir: &Path, hash_len: usize, hidden: &mut Hidden) -> (objects::Objects, objects::Trees) {
+        let history = self.history.as_ref().map(|history| objects::history_file(history, dir));
+        let earlier = history.as_deref().map(objects::read_history).unwrap_or_default();
+        let mut objects = objects::Objects::new(dir.to_path_buf(), hash_len, self.launched, earlier);
+        // An `objects/pack` renamed in whole from a copy an earlier session made: its packs keep
+        // that session's times (the fifty-seventh re-attack's R4 did so with `objects`, which is
+        // now pinned); each is held against its index.
+        let pack = dir.join("pack");
+        objects.pack_dir_renamed_in = self.pack_dirs.get(&pack).is_some_and(|then| *then != identity(&pack));
+        let (forged, unchecked) = objects.forged_packs();
+        hidden.forged_packs.extend(forged);
+        hidden.packs_unchecked.extend(unchecked);
+        let scan = objects.new_commit_trees();
+        if let Some(history) = &history
+            && scan.trees.is_ok()
+        {
+            objects.write_history(history, scan.made);
+        }
+        hidden.forged_objects.extend(scan.forged);
+        hidden.versions_unchecked.extend(scan.unchecked);
+        (objects, scan.trees)
     }
 
     fn key(&self, entry: &IndexEntry) -> u64 {
@@ -610,26 +651,8 @@ impl IndexSnapshot {
                 let dir = dir.join("objects");
                 // Once for every worktree of one repository (they share its objects).
                 if !scanned.contains_key(&dir) {
-                    let history = self.history.as_ref().map(|history| objects::history_file(history, &dir));
-                    let earlier = history.as_deref().map(objects::read_history).unwrap_or_default();
-                    let mut objects = objects::Objects::new(dir.clone(), hash_len, self.launched, earlier);
-                    // An `objects/pack` renamed in whole from a copy an earlier session made:
-                    // its packs keep that session's times (the fifty-seventh re-attack's R4 did
-                    // so with `objects`, which is now pinned); each is held against its index.
-                    let pack = dir.join("pack");
-                    objects.pack_dir_renamed_in =
-                        self.pack_dirs.get(&pack).is_some_and(|then| *then != identity(&pack));
-                    hidden.forged_packs.extend(objects.forged_packs());
-                    let scan = objects.new_commit_trees();
-                    if let Some(history) = &history
-                        && scan.trees.is_ok()
-                    {
-                        objects.write_history(history, scan.made);
-                    }
-                    hidden.forged_objects.extend(scan.forged);
-                    hidden.versions_unchecked.extend(scan.unchecked);
-                    let trees = scan.trees;
-                    scanned.insert(dir.clone(), (objects, trees));
+                    let looked = self.look_at_objects(&dir, hash_len, &mut hidden);
+                    scanned.insert(dir.clone(), looked);
                 }
                 let (objects, trees) = &scanned[&dir];
                 match trees {
@@ -679,6 +702,17 @@ impl IndexSnapshot {
                 }
             }
         }
+        // The git directories with no worktree recorded here (a submodule's after `git submodule
+        // deinit`, a bare repository): their packs and loose objects are held against their names
+        // too, as a later `git submodule update` or clone checks out what they hold (the sixtieth
+        // re-attack's R3 left a forged pack in `.git/modules/lib`).
+        for git_dir in &self.other_git_dirs {
+            let dir = git::shared_dir(git_dir).join("objects");
+            if !scanned.contains_key(&dir) && std::fs::symlink_metadata(&dir).is_ok_and(|metadata| metadata.is_dir()) {
+                let looked = self.look_at_objects(&dir, git::hash_len(git_dir), &mut hidden);
+                scanned.insert(dir, looked);
+            }
+        }
         hidden.files.dedup();
         hidden.versions_unchecked.sort();
         hidden.versions_unchecked.dedup();
@@ -688,6 +722,8 @@ impl IndexSnapshot {
         hidden.forged_objects.dedup();
         hidden.forged_packs.sort();
         hidden.forged_packs.dedup();
+        hidden.packs_unchecked.sort();
+        hidden.packs_unchecked.dedup();
         hidden.unchecked.sort();
         hidden.unchecked.dedup();
         hidden.replacements.sort();
@@ -1161,11 +1197,11 @@ mod objects {
         /// each with the files beside it; and a multi-pack index written in the session, whose
         /// names and offsets git reads before the packs' own indexes (git reads the packs without
         /// it). A pack too large to check is left to the warning for packs written in the session.
-        pub fn forged_packs(&self) -> Vec<PathBuf> {
+        pub fn forged_packs(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
             use super::super::pack;
-            let mut forged = Vec::new();
+            let (mut forged, mut unchecked) = (Vec::new(), Vec::new());
             if !self.packs_changed {
-                return forged;
+                return (forged, unchecked);
             }
             for dir in &self.dirs {
                 let packs = dir.join("pack");
@@ -1189,9 +1225,16 @@ mod objects {
                     let pack_file = packs.join(std::ffi::OsStr::from_bytes(&[&stem(idx)[..], b".pack"].concat()));
                     let written = renamed_in || [idx, &pack_file].iter().any(|file| changed_since(file, self.launched));
                     any_written |= written;
-                    if written && pack::check(idx, &pack_file, self.hash_len) == pack::Checked::Forged {
-                        let base = stem(idx);
-                        forged.extend(entries.iter().filter(|path| stem(path) == base).cloned());
+                    if !written {
+                        continue;
+                    }
+                    match pack::check(idx, &pack_file, self.hash_len) {
+                        pack::Checked::Forged => {
+                            let base = stem(idx);
+                            forged.extend(entries.iter().filter(|path| stem(path) == base).cloned());
+                        }
+                        pack::Checked::TooLarge => unchecked.push(idx.clone()),
+                        pack::Checked::True => {}
                     }
                 }
                 // A multi-pack index names objects by offsets in the packs: one written in the
@@ -1206,7 +1249,7 @@ mod objects {
                     }
                 }
             }
-            forged
+            (forged, unchecked)
         }
 
         /// Where the loose object `id` is, in the first directory holding it as git looks (the
@@ -2265,6 +2308,21 @@ mod tests {
         assert!(!git::changed_since(&moved.with_extension("pack"), snapshot.launched()), "the pack's time is old");
         assert_eq!(git_out(&repo, &["show", "HEAD:README"], &[]).unwrap().trim(), "work", "git takes the pack's");
         assert_eq!(snapshot.hidden().forged_packs, vec![moved.with_extension("idx"), moved.with_extension("pack")]);
+    }
+
+    /// A pack written in the session too large to check here (its entries make more than the
+    /// check's budget) is named, its index with it, for the check git makes of it (the sixtieth
+    /// re-attack's note on R1: an attacker orders entries so the budget runs out first).
+    #[test]
+    fn a_pack_too_large_to_check_is_named() {
+        let Some((_temp, repo)) = repository_with_hooks() else { return };
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let snapshot = IndexSnapshot::take(&[(repo.join(".git"), repo.clone())], &[repo.join("githooks")]);
+        let stem = repo.join(".git/objects/pack/pack-1111111111111111111111111111111111111111");
+        super::super::pack::tests::write_delta_bomb(&stem, 1_100);
+        let hidden = snapshot.hidden();
+        assert_eq!(hidden.packs_unchecked, vec![stem.with_extension("idx")]);
+        assert!(hidden.forged_packs.is_empty(), "{hidden:?}");
     }
 
     /// The thirty-eighth re-attack's J5: a commit graph written in the session (a cache git reads

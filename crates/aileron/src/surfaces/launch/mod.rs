@@ -1340,6 +1340,7 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
         .collect();
     let indexes_at_launch = hidden_changes::IndexSnapshot::take(&worktrees, &bound_read_only)
         .with_trusted(trusted_scopes.clone())
+        .with_git_dirs(&existing_git_dirs)
         .with_history(home.root().join(SESSION_OBJECTS));
     // And the patterns and bytes of each `.gitignore` no index tracks (its changes show nowhere:
     // the fifty-first re-attack's Y4, Y5), to take out what the agent adds and put back what it
@@ -1652,6 +1653,24 @@ pub async fn run(home: &Home, options: LaunchOptions) -> anyhow::Result<i32> {
             hidden.forged_packs.len(),
             shown(&hidden.forged_packs[0]),
             shown(&quarantine)
+        );
+    }
+    for index in hidden.packs_unchecked.iter().take(MAX_WARNINGS_EACH) {
+        log_line!(
+            "aileron: warning: {} wrote a pack of git's objects too large to check here, {}: if its index names \
+             objects for other content than the pack holds, `git log -p` and `git show` show that content in place of \
+             what was committed\nhint: run `git verify-pack -v {}` there before you trust `git log -p` or check \
+             anything out (it computes every object's name and the pack's checksum); if it fails, move the pack and \
+             its index out of `objects/pack` and run `git fsck`",
+            agent.name(),
+            shown(index),
+            index.display()
+        );
+    }
+    if hidden.packs_unchecked.len() > MAX_WARNINGS_EACH {
+        log_line!(
+            "aileron: warning: and {} more packs were not checked",
+            hidden.packs_unchecked.len() - MAX_WARNINGS_EACH
         );
     }
     let untrue_trees = indexes_at_launch.drop_caches();

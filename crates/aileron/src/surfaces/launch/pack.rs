@@ -24,17 +24,21 @@ pub enum Checked {
     /// writes (an entry that does not parse, a delta on a base outside the pack, an offset past
     /// its end): git would take what it finds for what the name says.
     Forged,
-    /// Past what is read here ([`MAX_INDEX_BYTES`], [`MAX_INFLATED_BYTES`]).
+    /// Past what is read here ([`MAX_INDEX_ENTRIES`], [`MAX_INFLATED_BYTES`]).
     TooLarge,
 }
 
-/// The largest index read whole to be checked. The pack itself is read only where the index
-/// says its entries are, whatever its size: a 300 MiB pack of one forged entry and a hole (8 KiB
-/// on disk) was left unchecked for its size alone (the fifty-seventh re-attack's R2).
-pub const MAX_INDEX_BYTES: u64 = 256 << 20;
-/// The most a pack's entries are inflated to and their deltas make, in all (a zlib stream of a
-/// few KiB can inflate to many GiB, and a delta of 12 bytes can copy 16 MiB of its base: 400 of
-/// them made the exit ask for 6.4 GiB and die, the fifty-seventh re-attack's R5).
+/// The most entries of one index held against the pack (each a positioned read of its name and
+/// offset, and its object made and hashed); past it, the pack is too large to check here. The
+/// index is read where each entry is, whatever its length: a sparse index of 8,000,000 entries,
+/// 288 MB long and 16 KiB on disk, was left unchecked for its length alone (the sixtieth
+/// re-attack's R1), and so was a pack of one forged entry and a hole (the fifty-seventh's R2).
+const MAX_INDEX_ENTRIES: u64 = 1 << 22;
+/// The most a pack's entries are inflated to, their deltas make and their names are computed
+/// over, in all (a zlib stream of a few KiB can inflate to many GiB; a delta of 12 bytes can copy
+/// 16 MiB of its base: 400 of them made the exit ask for 6.4 GiB and die, the fifty-seventh
+/// re-attack's R5; and one large object named a million times was hashed a million times, the
+/// sixtieth's R2).
 const MAX_INFLATED_BYTES: usize = 1 << 30;
 /// The most the bodies kept to be the bases of later deltas weigh (git's own
 /// `core.deltaBaseCacheLimit` is 96 MiB); past it, a base is made again when needed, within
@@ -42,17 +46,15 @@ const MAX_INFLATED_BYTES: usize = 1 << 30;
 const MAX_CACHED_BYTES: usize = 96 << 20;
 /// The longest chain of deltas followed (git's own `pack.depth` is at most 4095).
 const MAX_DELTA_CHAIN: usize = 4096;
+/// Entries of an index read at once.
+const ENTRIES_AT_ONCE: u64 = 4096;
 
 /// The pack `pack_file` against its index `idx` (`pack-<sum>.pack` beside `pack-<sum>.idx`), for
 /// object names of `hash_len` bytes.
 pub fn check(idx: &Path, pack_file: &Path, hash_len: usize) -> Checked {
-    if std::fs::metadata(idx).is_ok_and(|metadata| metadata.len() > MAX_INDEX_BYTES) {
-        return Checked::TooLarge;
-    }
-    let (Ok(index), Ok(pack)) = (git::read_capped(idx, true, MAX_INDEX_BYTES), git::open_file(pack_file, true)) else {
+    let (Some(index), Ok(pack)) = (Index::open(idx, hash_len), git::open_file(pack_file, true)) else {
         return Checked::Forged;
     };
-    let Some(entries) = index_entries(&index, hash_len) else { return Checked::Forged };
     let (mut magic, len) = ([0; 4], pack.metadata().map_or(0, |metadata| metadata.len()));
     if !pack.metadata().is_ok_and(|metadata| metadata.is_file())
         || len < 12
@@ -61,52 +63,129 @@ pub fn check(idx: &Path, pack_file: &Path, hash_len: usize) -> Checked {
     {
         return Checked::Forged;
     }
-    let at: HashMap<&[u8], u64> = entries.iter().map(|(name, offset)| (name.as_slice(), *offset)).collect();
-    let mut reader = Reader { pack: &pack, len, hash_len, at, objects: HashMap::new(), produced: 0, cached: 0 };
-    for (name, offset) in &entries {
-        match reader.object(*offset) {
-            Ok((kind, body)) if git::object_name(kind.name(), &body, hash_len) == *name => {}
-            Ok(_) | Err(Unread::Broken) => return Checked::Forged,
-            Err(Unread::TooLarge) => return Checked::TooLarge,
+    let mut reader =
+        Reader { pack: &pack, len, hash_len, index: &index, objects: HashMap::new(), produced: 0, cached: 0 };
+    // Git writes one entry an object and names each once: a second name at an offset already
+    // held is not a pack git writes (and would have the same body hashed again for each).
+    let mut held = std::collections::HashSet::new();
+    let mut first = 0;
+    while first < index.count {
+        if first >= MAX_INDEX_ENTRIES {
+            return Checked::TooLarge;
+        }
+        let Some(entries) = index.entries(first, ENTRIES_AT_ONCE.min(index.count - first)) else {
+            return Checked::Forged;
+        };
+        first += entries.len() as u64;
+        for (name, offset) in entries {
+            if !held.insert(offset) {
+                return Checked::Forged;
+            }
+            match reader.object(offset) {
+                Ok((kind, body)) => {
+                    if reader.spend(body.len()).is_err() {
+                        return Checked::TooLarge;
+                    }
+                    if git::object_name(kind.name(), &body, hash_len) != name {
+                        return Checked::Forged;
+                    }
+                }
+                Err(Unread::Broken) => return Checked::Forged,
+                Err(Unread::TooLarge) => return Checked::TooLarge,
+            }
         }
     }
     Checked::True
 }
 
-/// The names and offsets an index gives, as git reads a version 2 index (`\377tOc`, 2) and a
-/// version 1 one (no header; each offset beside its name); `None` when it is neither.
-fn index_entries(index: &[u8], hash_len: usize) -> Option<Vec<(Vec<u8>, u64)>> {
-    let word = |at: usize| -> Option<u32> { Some(u32::from_be_bytes(index.get(at..at + 4)?.try_into().ok()?)) };
-    let v2 = index.starts_with(b"\xfftOc");
-    let fanout = if v2 { 8 } else { 0 };
-    if v2 && word(4)? != 2 {
-        return None;
-    }
-    let count = usize::try_from(word(fanout + 255 * 4)?).ok()?;
-    let names_at = fanout + 256 * 4;
-    let mut entries = Vec::with_capacity(count.min(1 << 20));
-    if !v2 {
-        for n in 0..count {
-            let at = names_at + n * (4 + hash_len);
-            let offset = u64::from(word(at)?);
-            entries.push((index.get(at + 4..at + 4 + hash_len)?.to_vec(), offset));
+/// A pack's index as git reads a version 2 one (`\377tOc`, 2: the fan-out, the names, their
+/// checksums, their offsets, the large offsets) and a version 1 one (the fan-out, then each
+/// offset beside its name), read where an entry is as it is asked for.
+struct Index {
+    file: std::fs::File,
+    v2: bool,
+    hash_len: usize,
+    fanout: [u32; 256],
+    /// The entries it holds (the fan-out's last count).
+    count: u64,
+}
+
+impl Index {
+    /// `None` when it is neither version, or no regular file.
+    fn open(path: &Path, hash_len: usize) -> Option<Index> {
+        let file = git::open_file(path, true).ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
         }
-        return Some(entries);
+        let mut head = [0; 8];
+        file.read_exact_at(&mut head, 0).ok()?;
+        let v2 = head.starts_with(b"\xfftOc");
+        if v2 && head[4..] != [0, 0, 0, 2] {
+            return None;
+        }
+        let mut table = [0; 1024];
+        file.read_exact_at(&mut table, if v2 { 8 } else { 0 }).ok()?;
+        let mut fanout = [0; 256];
+        for (bucket, word) in fanout.iter_mut().zip(table.chunks_exact(4)) {
+            *bucket = u32::from_be_bytes(word.try_into().ok()?);
+        }
+        Some(Index { file, v2, hash_len, count: u64::from(fanout[255]), fanout })
     }
-    let offsets_at = names_at + count.checked_mul(hash_len + 4)?;
-    let large_at = offsets_at + count * 4;
-    for n in 0..count {
-        let name = index.get(names_at + n * hash_len..names_at + (n + 1) * hash_len)?.to_vec();
-        let small = word(offsets_at + n * 4)?;
-        let offset = if small & 0x8000_0000 == 0 {
-            u64::from(small)
-        } else {
-            let at = large_at + usize::try_from(small & 0x7fff_ffff).ok()? * 8;
-            u64::from_be_bytes(index.get(at..at + 8)?.try_into().ok()?)
-        };
-        entries.push((name, offset));
+
+    fn names_at(&self) -> u64 {
+        if self.v2 { 8 + 1024 } else { 1024 }
     }
-    Some(entries)
+
+    /// `wanted` entries from the `first`: each name and offset; `None` when the index ends first.
+    fn entries(&self, first: u64, wanted: u64) -> Option<Vec<(Vec<u8>, u64)>> {
+        let hash_len = self.hash_len as u64;
+        let mut entries = Vec::with_capacity(usize::try_from(wanted).ok()?);
+        if !self.v2 {
+            let mut bytes = vec![0; usize::try_from(wanted * (4 + hash_len)).ok()?];
+            self.file.read_exact_at(&mut bytes, self.names_at() + first * (4 + hash_len)).ok()?;
+            for entry in bytes.chunks_exact(4 + self.hash_len) {
+                let offset = u64::from(u32::from_be_bytes(entry[..4].try_into().ok()?));
+                entries.push((entry[4..].to_vec(), offset));
+            }
+            return Some(entries);
+        }
+        let mut names = vec![0; usize::try_from(wanted * hash_len).ok()?];
+        self.file.read_exact_at(&mut names, self.names_at() + first * hash_len).ok()?;
+        let offsets_at = self.names_at() + self.count.checked_mul(hash_len + 4)?;
+        let mut offsets = vec![0; usize::try_from(wanted * 4).ok()?];
+        self.file.read_exact_at(&mut offsets, offsets_at + first * 4).ok()?;
+        let large_at = offsets_at + self.count * 4;
+        for (name, small) in names.chunks_exact(self.hash_len).zip(offsets.chunks_exact(4)) {
+            let small = u32::from_be_bytes(small.try_into().ok()?);
+            let offset = if small & 0x8000_0000 == 0 {
+                u64::from(small)
+            } else {
+                let mut large = [0; 8];
+                self.file.read_exact_at(&mut large, large_at + u64::from(small & 0x7fff_ffff) * 8).ok()?;
+                u64::from_be_bytes(large)
+            };
+            entries.push((name.to_vec(), offset));
+        }
+        Some(entries)
+    }
+
+    /// Where the index says the object `name` is, found as git finds it: a binary search among
+    /// the names its first byte's fan-out bounds.
+    fn find(&self, name: &[u8]) -> Option<u64> {
+        let first = usize::from(*name.first()?);
+        let (mut low, mut high) =
+            (if first == 0 { 0 } else { u64::from(self.fanout[first - 1]) }, u64::from(self.fanout[first]));
+        while low < high {
+            let middle = low + (high - low) / 2;
+            let (found, offset) = self.entries(middle, 1)?.pop()?;
+            match found.as_slice().cmp(name) {
+                std::cmp::Ordering::Equal => return Some(offset),
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+            }
+        }
+        None
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,8 +226,8 @@ struct Reader<'a> {
     /// The pack's length.
     len: u64,
     hash_len: usize,
-    /// Where the index says each name is.
-    at: HashMap<&'a [u8], u64>,
+    /// Where each name is.
+    index: &'a Index,
     /// Entries made so far, by offset (a delta's base is often another's), within
     /// [`MAX_CACHED_BYTES`].
     objects: HashMap<u64, (Kind, std::rc::Rc<Vec<u8>>)>,
@@ -199,7 +278,7 @@ impl<'a> Reader<'a> {
                 }
                 Entry::OnName(name) => {
                     // A base outside the pack: a thin pack, which git completes before it keeps one.
-                    let Some(&base) = self.at.get(name.as_slice()) else { return Err(Unread::Broken) };
+                    let Some(base) = self.index.find(&name) else { return Err(Unread::Broken) };
                     chain.push((at, inflated));
                     at = base;
                 }
@@ -212,6 +291,12 @@ impl<'a> Reader<'a> {
             self.keep(at, kind, &body);
         }
         Ok((kind, body))
+    }
+
+    /// Counts `bytes` of work against [`MAX_INFLATED_BYTES`].
+    fn spend(&mut self, bytes: usize) -> Result<(), Unread> {
+        self.produced = self.produced.saturating_add(bytes);
+        if self.produced > MAX_INFLATED_BYTES { Err(Unread::TooLarge) } else { Ok(()) }
     }
 
     /// Keeps `body`, the entry at `at`, for the deltas on it, while [`MAX_CACHED_BYTES`] allows.
@@ -425,6 +510,12 @@ pub(super) mod tests {
             git(repo, &["add", "app.py"]).unwrap();
             git(repo, &["commit", "-qm", &format!("c{n}")]).unwrap();
         }
+        // Deltas on a base named (`REF_DELTA`, found through the index as git finds it), then on
+        // one at an offset (`OFS_DELTA`, what git writes by default).
+        git(repo, &["-c", "repack.useDeltaBaseOffset=false", "repack", "-adfq", "--depth=50", "--window=50"]).unwrap();
+        let written = packs(repo);
+        assert_eq!(written.len(), 1);
+        assert_eq!(check(&written[0], &written[0].with_extension("pack"), 20), Checked::True);
         git(repo, &["repack", "-adfq", "--depth=50", "--window=50"]).unwrap();
         let written = packs(repo);
         assert_eq!(written.len(), 1);
@@ -465,31 +556,13 @@ pub(super) mod tests {
         assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
     }
 
-    /// The fifty-seventh re-attack's R2 and R5: a pack is read where its index points, whatever
-    /// its length (a forged entry, then a hole to 300 MiB: forged, not too large to look at),
-    /// and what its deltas make counts against the budget before it is made (a 1 MiB blob and
-    /// 1,100 deltas each copying all of it ask 1.1 GiB: too large, answered without holding it).
-    #[test]
-    fn a_pack_is_checked_within_its_budgets_whatever_its_length() {
-        let temp = tempfile::tempdir().unwrap();
-        let stem = temp.path().join("pack-x");
-        let evil = b"import os\nos.system('x')\n";
-        let harmless = b"# settings\n";
-        let pack = pack_of(&head_of(3, harmless.len()), harmless);
-        let file = std::fs::File::create(stem.with_extension("pack")).unwrap();
-        file.write_all_at(&pack[..pack.len() - 20], 0).unwrap();
-        file.set_len((300 << 20) - 20).unwrap();
-        file.write_all_at(&[0x11; 20], (300 << 20) - 20).unwrap();
-        drop(file);
-        let name = git::object_name(b"blob", evil, 20);
-        std::fs::write(stem.with_extension("idx"), index_of(&name, &[0x11; 20])).unwrap();
-        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
-
+    /// A pack at `stem` (`.pack`, `.idx`) of a 1 MiB blob and `count` deltas each copying all of
+    /// it, every entry true to its name: `count` MiB made to check it.
+    pub(in crate::surfaces::launch) fn write_delta_bomb(stem: &Path, count: u32) {
         let base = vec![b'a'; 1 << 20];
         let name = git::object_name(b"blob", &base, 20);
         let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         zlib.write_all(&base).unwrap();
-        let count = 1_100u32;
         let mut pack = b"PACK\0\0\0\x02".to_vec();
         pack.extend_from_slice(&(count + 1).to_be_bytes());
         pack.extend_from_slice(&head_of(3, base.len()));
@@ -534,6 +607,63 @@ pub(super) mod tests {
         index.extend_from_slice(&pack[pack.len() - 20..]);
         std::fs::write(stem.with_extension("pack"), &pack).unwrap();
         std::fs::write(stem.with_extension("idx"), &index).unwrap();
+    }
+
+    /// The fifty-seventh re-attack's R2 and R5: a pack is read where its index points, whatever
+    /// its length (a forged entry, then a hole to 300 MiB: forged, not too large to look at),
+    /// and what its deltas make counts against the budget before it is made (a 1 MiB blob and
+    /// 1,100 deltas each copying all of it ask 1.1 GiB: too large, answered without holding it).
+    #[test]
+    fn a_pack_is_checked_within_its_budgets_whatever_its_length() {
+        let temp = tempfile::tempdir().unwrap();
+        let stem = temp.path().join("pack-x");
+        let evil = b"import os\nos.system('x')\n";
+        let harmless = b"# settings\n";
+        let pack = pack_of(&head_of(3, harmless.len()), harmless);
+        let file = std::fs::File::create(stem.with_extension("pack")).unwrap();
+        file.write_all_at(&pack[..pack.len() - 20], 0).unwrap();
+        file.set_len((300 << 20) - 20).unwrap();
+        file.write_all_at(&[0x11; 20], (300 << 20) - 20).unwrap();
+        drop(file);
+        let name = git::object_name(b"blob", evil, 20);
+        std::fs::write(stem.with_extension("idx"), index_of(&name, &[0x11; 20])).unwrap();
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
+        // The sixtieth re-attack's R1: the index made sparse instead, 8,000,000 entries (a zero
+        // name at offset 0) before the forged one: forged at its first entry, not too large.
+        let count: u32 = 8_000_000;
+        let file = std::fs::File::create(stem.with_extension("idx")).unwrap();
+        let mut head = b"\xfftOc\0\0\0\x02".to_vec();
+        for bucket in 0..256u32 {
+            let below = if bucket >= u32::from(name[0]) { count } else { count - 1 };
+            head.extend_from_slice(&below.to_be_bytes());
+        }
+        file.write_all_at(&head, 0).unwrap();
+        let names_at = head.len() as u64;
+        file.write_all_at(&name, names_at + u64::from(count - 1) * 20).unwrap();
+        let offsets_at = names_at + u64::from(count) * 24;
+        file.write_all_at(&12u32.to_be_bytes(), offsets_at + u64::from(count - 1) * 4).unwrap();
+        file.set_len(offsets_at + u64::from(count) * 4 + 40).unwrap();
+        drop(file);
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
+        // R2: one entry named twice (git writes one entry an object, each named once).
+        let harmless_name = git::object_name(b"blob", harmless, 20);
+        let mut twice = b"\xfftOc\0\0\0\x02".to_vec();
+        for bucket in 0..256u32 {
+            let below = u32::from(bucket >= u32::from(harmless_name[0])) * 2;
+            twice.extend_from_slice(&below.to_be_bytes());
+        }
+        twice.extend_from_slice(&harmless_name);
+        twice.extend_from_slice(&harmless_name);
+        twice.extend_from_slice(&[0; 8]);
+        twice.extend_from_slice(&12u32.to_be_bytes());
+        twice.extend_from_slice(&12u32.to_be_bytes());
+        twice.extend_from_slice(&[0x11; 40]);
+        std::fs::write(stem.with_extension("idx"), &twice).unwrap();
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::Forged);
+        std::fs::write(stem.with_extension("idx"), index_of(&harmless_name, &[0x11; 20])).unwrap();
+        assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::True);
+
+        write_delta_bomb(&stem, 1_100);
         assert_eq!(check(&stem.with_extension("idx"), &stem.with_extension("pack"), 20), Checked::TooLarge);
     }
 

@@ -265,7 +265,7 @@ pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut
         ));
     }
     for checkout in &checkouts {
-        protect_checkout(checkout, git, protection);
+        protect_checkout(checkout, root, git, protection);
     }
     // Read for the credentials in them alone (`withheld_config`).
     protection.configs_read.extend(dependency_configs);
@@ -280,10 +280,11 @@ pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut
     }
 }
 
-/// `.git` of the checkout at `root`: a `.git` file (a worktree's or submodule's pointer to its
-/// git directory) is read-only itself, and what the configs it leads to have git run from this
-/// worktree is protected; a `.git` directory is protected as a git directory.
-fn protect_checkout(root: &Path, context: &GitContext, protection: &mut Protection) {
+/// `.git` of the checkout at `root` (found searching `searched`): a `.git` file (a worktree's or
+/// submodule's pointer to its git directory) is read-only itself, and what the configs it leads
+/// to have git run from this worktree is protected; a `.git` directory is protected as a git
+/// directory.
+fn protect_checkout(root: &Path, searched: &Path, context: &GitContext, protection: &mut Protection) {
     let git = root.join(".git");
     let Ok(metadata) = std::fs::symlink_metadata(&git) else {
         if git::is_git_directory(root) {
@@ -299,6 +300,19 @@ fn protect_checkout(root: &Path, context: &GitContext, protection: &mut Protecti
         let Some(git_dir) = git::git_dir(root) else { return };
         protection.worktrees.push((git_dir.clone(), root.to_path_buf()));
         let common = git::common_dir(&git_dir);
+        // A repository's own git directory kept apart (`git init --separate-git-dir
+        // node_modules/.gd`) in a directory the search skips: nothing else protects it, and a
+        // hook written there ran at the user's next commit (the sixtieth re-attack's R4). A
+        // submodule's (in a `.git`) is its superproject's to protect; one the search reaches is
+        // protected where it is found.
+        if common.is_none()
+            && let Ok(relative) = without_dot_dots(&git_dir).strip_prefix(searched).map(Path::to_path_buf)
+            && !relative.components().any(|part| part.as_os_str() == ".git")
+            && relative.components().any(|part| SKIPPED_DIRECTORIES.iter().any(|skipped| part.as_os_str() == *skipped))
+        {
+            protect_git_dir(&git_dir, Some(root), context, protection);
+            return;
+        }
         protection.git_dirs.extend(std::iter::once(git_dir.clone()).chain(common.clone()));
         let mut settings = context.global.clone();
         for config in
