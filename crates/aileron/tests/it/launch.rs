@@ -6796,8 +6796,13 @@ fn re_attack_61_r1_padded_delta_chains_past_the_cache_do_not_hold_the_exit() {
     let said = text(&output);
     let (shown, checked_out) = ra57_shown_and_checked_out(&work);
     assert!(checked_out.contains("os.system"), "the agent's conftest.py is there: {checked_out}");
+    // The pack moved aside, or (past the check's budget, which the padding now spends) named
+    // with the check git makes of it: a pack too large to check is not moved (decision 0013).
+    let pack = work.join(".git/objects/pack/pack-6666666666666666666666666666666666666666.idx");
+    let named = said.contains(&format!("too large to check here, {}", pack.display()))
+        && said.contains(&format!("git verify-pack -v {}", pack.display()));
     assert!(
-        output.status.success() && !shown.contains("pytest settings"),
+        output.status.success() && (!shown.contains("pytest settings") || named),
         "the exit ran {took:?} and ended {:?}; git log -p shows another conftest.py than runs ({shown:?}); the exit \
          said: {said}",
         output.status

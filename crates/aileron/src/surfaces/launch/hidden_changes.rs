@@ -1142,9 +1142,17 @@ mod objects {
         TooLarge,
     }
 
+    /// The endings of the files git reads in `objects/pack` (a pack, its index and the files
+    /// beside them), and the multi-pack index's.
+    const PACK_FILES: [&str; 9] =
+        [".idx", ".pack", ".keep", ".rev", ".bitmap", ".mtimes", ".promisor", "multi-pack-index", "multi-pack-index.d"];
+
     /// The most of one loose object inflated to hold it against its name (a zlib stream of a
     /// few KiB can inflate to many GiB).
     const MAX_CHECKED_BYTES: u64 = 1 << 30;
+    /// The most the loose objects of one object directory are inflated to, in all; past it, an
+    /// object is too large to check here (named as not looked at).
+    const MAX_CHECKED_BYTES_IN_ALL: u64 = 2 << 30;
 
     /// Objects listed for one repository at most (past it, the rest are not kept: an agent that
     /// makes more than a million loose objects has each session's exit name what it made).
@@ -1203,13 +1211,23 @@ mod objects {
             if !self.packs_changed {
                 return (forged, unchecked);
             }
+            // One budget for every pack looked at, and each pair of files looked at once, however
+            // many names link to it (the sixty-first re-attack's R4).
+            let mut spent = 0;
+            let mut looked: HashMap<(Option<(u64, u64)>, Option<(u64, u64)>), pack::Checked> = HashMap::new();
             for dir in &self.dirs {
                 let packs = dir.join("pack");
+                // Every name git reads there, however many other files the directory holds: a
+                // forged pack listed past the first 100,000 entries of 150,000 junk files was not
+                // looked at (the sixty-first re-attack's R2).
                 let entries: Vec<PathBuf> = std::fs::read_dir(&packs)
                     .into_iter()
                     .flatten()
                     .flatten()
-                    .take(100_000)
+                    .filter(|entry| {
+                        let name = entry.file_name();
+                        PACK_FILES.iter().any(|ending| name.as_bytes().ends_with(ending.as_bytes()))
+                    })
                     .map(|entry| entry.path())
                     .collect();
                 // Each name ending in `.idx` is an index to git, `.idx` itself included, its pack
@@ -1228,7 +1246,13 @@ mod objects {
                     if !written {
                         continue;
                     }
-                    match pack::check(idx, &pack_file, self.hash_len) {
+                    let key = (super::identity(idx), super::identity(&pack_file));
+                    let checked = match looked.get(&key) {
+                        Some(checked) => *checked,
+                        None => pack::check_within(idx, &pack_file, self.hash_len, &mut spent),
+                    };
+                    looked.insert(key, checked);
+                    match checked {
                         pack::Checked::Forged => {
                             let base = stem(idx);
                             forged.extend(entries.iter().filter(|path| stem(path) == base).cloned());
@@ -1359,6 +1383,7 @@ mod objects {
             let mut unchecked = Vec::new();
             let mut left = MAX_NEW_OBJECTS;
             let mut held_left = MAX_NEW_OBJECTS;
+            let mut budget = MAX_CHECKED_BYTES_IN_ALL;
             let tree_of = |body: &[u8]| -> Option<Vec<u8>> {
                 let tree = body.strip_prefix(b"tree ")?.get(..2 * self.hash_len)?;
                 hex::decode(tree).ok()
@@ -1400,7 +1425,7 @@ mod objects {
                         if fan_changed && let Some(left) = held_left.checked_sub(1) {
                             held_left = left;
                             let id = hex::decode(format!("{prefix}{}", object.file_name().to_string_lossy()));
-                            match (id, inflate(&path, self.hash_len)) {
+                            match (id, inflate(&path, self.hash_len, &mut budget)) {
                                 (Ok(id), Inflated::Object { name, .. }) if name == id => {}
                                 (_, Inflated::Unreadable | Inflated::TooLarge) | (Err(_), _) => {}
                                 _ => forged.push(path),
@@ -1419,7 +1444,7 @@ mod objects {
                     // object for what its name says without checking (K1 rewrote the user's in
                     // place). One that is not an object as git writes one is taken for forged
                     // too: git's checkout streams what it holds past or short of its header.
-                    let (kind, name, body) = match inflate(&path, self.hash_len) {
+                    let (kind, name, body) = match inflate(&path, self.hash_len, &mut budget) {
                         Inflated::Object { kind, name, body } => (kind, name, body),
                         Inflated::Unreadable => continue,
                         Inflated::Broken => {
@@ -1527,7 +1552,10 @@ mod objects {
 
     /// A loose object file inflated in a stream and hashed as git names objects; a commit's body
     /// kept (at most [`MAX_OBJECT_BYTES`]).
-    fn inflate(path: &Path, hash_len: usize) -> Inflated {
+    /// The loose object at `path` inflated, its declared size taken from `budget` (shared by
+    /// every object of one exit's look at a directory: 2,000 hard links to one object of 1 GiB
+    /// held the exit for days, the sixty-first re-attack's R3).
+    fn inflate(path: &Path, hash_len: usize, budget: &mut u64) -> Inflated {
         use std::io::BufRead as _;
         // Never waiting on what is there (a FIFO in an object's place held the exit for good: the
         // forty-first re-attack's M6), and never through a link: git writes neither, so either is
@@ -1547,9 +1575,10 @@ mod objects {
             return Inflated::Broken;
         };
         let Ok(size) = size.parse::<u64>() else { return Inflated::Broken };
-        if size > MAX_CHECKED_BYTES {
+        if size > MAX_CHECKED_BYTES || size > *budget {
             return Inflated::TooLarge;
         }
+        *budget -= size;
         let mut digest = ring::digest::Context::new(git::object_hash(hash_len));
         digest.update(&header);
         digest.update(&[0]);

@@ -16,7 +16,7 @@ use std::path::Path;
 use super::git;
 
 /// A pack against its index.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Checked {
     /// Every name the index gives is the name of what the pack holds there.
     True,
@@ -48,10 +48,21 @@ const MAX_CACHED_BYTES: usize = 96 << 20;
 const MAX_DELTA_CHAIN: usize = 4096;
 /// Entries of an index read at once.
 const ENTRIES_AT_ONCE: u64 = 4096;
+/// What looking at one entry of a pack costs, in bytes of the budget, beside what it reads and
+/// makes.
+const ENTRY_COST: usize = 64;
 
 /// The pack `pack_file` against its index `idx` (`pack-<sum>.pack` beside `pack-<sum>.idx`), for
 /// object names of `hash_len` bytes.
 pub fn check(idx: &Path, pack_file: &Path, hash_len: usize) -> Checked {
+    check_within(idx, pack_file, hash_len, &mut 0)
+}
+
+/// [`check`], the work it does added to `spent` and held, with it, within [`MAX_INFLATED_BYTES`]:
+/// one budget for every pack of an exit's look (2,000 hard links to one pack that inflates past
+/// 1 GiB held the exit for hours, each checked on a budget of its own: the sixty-first
+/// re-attack's R4).
+pub fn check_within(idx: &Path, pack_file: &Path, hash_len: usize, spent: &mut usize) -> Checked {
     let (Some(index), Ok(pack)) = (Index::open(idx, hash_len), git::open_file(pack_file, true)) else {
         return Checked::Forged;
     };
@@ -64,7 +75,17 @@ pub fn check(idx: &Path, pack_file: &Path, hash_len: usize) -> Checked {
         return Checked::Forged;
     }
     let mut reader =
-        Reader { pack: &pack, len, hash_len, index: &index, objects: HashMap::new(), produced: 0, cached: 0 };
+        Reader { pack: &pack, len, hash_len, index: &index, objects: HashMap::new(), produced: *spent, cached: 0 };
+    let checked = held_against(&index, &mut reader, hash_len);
+    *spent = reader.produced;
+    checked
+}
+
+/// Each entry of `index` held against what `reader` makes of the pack there.
+fn held_against(index: &Index, reader: &mut Reader<'_>, hash_len: usize) -> Checked {
+    if reader.produced > MAX_INFLATED_BYTES {
+        return Checked::TooLarge;
+    }
     // Git writes one entry an object and names each once: a second name at an offset already
     // held is not a pack git writes (and would have the same body hashed again for each).
     let mut held = std::collections::HashSet::new();
@@ -355,12 +376,18 @@ impl<'a> Reader<'a> {
         let left = MAX_INFLATED_BYTES.saturating_sub(self.produced);
         let mut out = Vec::new();
         let stream = std::io::BufReader::with_capacity(16 << 10, ReadAt { pack: self.pack, at: data });
-        let read = flate2::bufread::ZlibDecoder::new(stream).take(left as u64 + 1).read_to_end(&mut out);
+        let mut decoder = flate2::bufread::ZlibDecoder::new(stream);
+        let read = (&mut decoder).take(left as u64 + 1).read_to_end(&mut out);
         read.map_err(|_| Unread::Broken)?;
         if out.len() > left {
             return Err(Unread::TooLarge);
         }
         self.produced += out.len();
+        // What was read to make it counts too, and each entry looked at: a chain of deltas each
+        // padded with 65 KB of empty zlib blocks made 4 bytes apiece, walked again for each of
+        // 200,000 entries, held the exit for hours within the output's budget (the sixty-first
+        // re-attack's R1).
+        self.spend(usize::try_from(decoder.total_in()).unwrap_or(usize::MAX).saturating_add(ENTRY_COST))?;
         Ok(out)
     }
 }

@@ -265,7 +265,7 @@ pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut
         ));
     }
     for checkout in &checkouts {
-        protect_checkout(checkout, root, git, protection);
+        protect_checkout(checkout, git, protection);
     }
     // Read for the credentials in them alone (`withheld_config`).
     protection.configs_read.extend(dependency_configs);
@@ -280,11 +280,10 @@ pub(super) fn protect_repository(root: &Path, git: &GitContext, protection: &mut
     }
 }
 
-/// `.git` of the checkout at `root` (found searching `searched`): a `.git` file (a worktree's or
-/// submodule's pointer to its git directory) is read-only itself, and what the configs it leads
-/// to have git run from this worktree is protected; a `.git` directory is protected as a git
-/// directory.
-fn protect_checkout(root: &Path, searched: &Path, context: &GitContext, protection: &mut Protection) {
+/// `.git` of the checkout at `root`: a `.git` file (a worktree's or submodule's pointer to its
+/// git directory) is read-only itself, and what the configs it leads to have git run from this
+/// worktree is protected; a `.git` directory is protected as a git directory.
+fn protect_checkout(root: &Path, context: &GitContext, protection: &mut Protection) {
     let git = root.join(".git");
     let Ok(metadata) = std::fs::symlink_metadata(&git) else {
         if git::is_git_directory(root) {
@@ -305,10 +304,12 @@ fn protect_checkout(root: &Path, searched: &Path, context: &GitContext, protecti
         // hook written there ran at the user's next commit (the sixtieth re-attack's R4). A
         // submodule's (in a `.git`) is its superproject's to protect; one the search reaches is
         // protected where it is found.
+        // Judged on its whole path: the search of another writable root (`--writable`) skips its
+        // `node_modules` alike (the sixty-first re-attack's R5).
+        let named = without_dot_dots(&git_dir);
         if common.is_none()
-            && let Ok(relative) = without_dot_dots(&git_dir).strip_prefix(searched).map(Path::to_path_buf)
-            && !relative.components().any(|part| part.as_os_str() == ".git")
-            && relative.components().any(|part| SKIPPED_DIRECTORIES.iter().any(|skipped| part.as_os_str() == *skipped))
+            && !named.components().any(|part| part.as_os_str() == ".git")
+            && named.components().any(|part| SKIPPED_DIRECTORIES.iter().any(|skipped| part.as_os_str() == *skipped))
         {
             protect_git_dir(&git_dir, Some(root), context, protection);
             return;
