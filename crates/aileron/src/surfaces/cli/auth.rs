@@ -715,6 +715,8 @@ mod tests {
             "deleteRef",
             "createRepository",
             "cloneTemplateRepository",
+            // The fifty-eighth: the GraphQL twin of the custom property values' gated PATCH.
+            "setRepositoryCustomPropertyValues",
         ] {
             assert!(gated("POST", "/graphql", Some(field)), "{field} is not gated");
         }
