@@ -117,7 +117,14 @@ impl<K> OperationIndex<K> {
         // A header named in the query too: S3 reads `x-amz-*` from the query as from the headers
         // (what its presigned URLs carry), so `?x-amz-acl=public-read` on a PUT signed with the
         // user's keys made an object public (the fifty-ninth re-attack's R1).
-        let in_query = query.map(parameter_names).unwrap_or_default();
+        // Read only where an operation on the host names headers (none of GitHub's does).
+        let any_headers = on_host.iter().any(|(_, operation)| !operation.headers.is_empty());
+        let in_query: Vec<String> = match query {
+            Some(query) if any_headers => {
+                parameter_names(query).map(|name| String::from_utf8_lossy(&name).to_ascii_lowercase()).collect()
+            }
+            _ => Vec::new(),
+        };
         let carried = |operation: &ProxyOperation| {
             operation.headers.is_empty()
                 || operation.headers.iter().any(|wanted| {
@@ -174,28 +181,21 @@ fn header_matches(wanted: &str, name: &str) -> bool {
     }
 }
 
-/// The parameter names of `query`, each decoded, trimmed and lowercase, as [`names_parameter`]
-/// reads them.
-fn parameter_names(query: &str) -> Vec<String> {
-    query
-        .split(['&', ';'])
-        .map(|pair| {
-            let named = pair.split_once('=').map_or(pair, |(named, _)| named);
-            let decoded = percent_encoding::percent_decode_str(&named.replace('+', " ")).collect::<Vec<u8>>();
-            String::from_utf8_lossy(decoded.trim_ascii()).to_ascii_lowercase()
-        })
-        .collect()
-}
-
-/// Whether `query` names the parameter `name` (`acl`, `acl=`, `x=1&acl`), read as widely as a
-/// server could: `;` separates too, escapes are decoded, ASCII case is folded — a wider reading
-/// only makes the operation naming it match more often.
-pub fn names_parameter(query: &str, name: &str) -> bool {
-    query.split(['&', ';']).any(|pair| {
+/// The parameter names of `query`, read as widely as a server could: `;` separates too, `+` is a
+/// space, escapes are decoded, the ends trimmed.
+fn parameter_names(query: &str) -> impl Iterator<Item = Vec<u8>> + '_ {
+    query.split(['&', ';']).map(|pair| {
         let named = pair.split_once('=').map_or(pair, |(named, _)| named);
         let decoded = percent_encoding::percent_decode_str(&named.replace('+', " ")).collect::<Vec<u8>>();
-        decoded.trim_ascii().eq_ignore_ascii_case(name.as_bytes())
+        decoded.trim_ascii().to_vec()
     })
+}
+
+/// Whether `query` names the parameter `name` (`acl`, `acl=`, `x=1&acl`), its names read by
+/// [`parameter_names`], ASCII case folded — a wider reading only makes the operation naming it
+/// match more often.
+pub fn names_parameter(query: &str, name: &str) -> bool {
+    parameter_names(query).any(|named| named.eq_ignore_ascii_case(name.as_bytes()))
 }
 
 /// What a request member (a body's JSON key, a form's or URL query's parameter, keyed as a server

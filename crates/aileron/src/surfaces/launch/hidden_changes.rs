@@ -58,9 +58,11 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::symlink_metadata(path).ok().map(|metadata| (metadata.dev(), metadata.ino()))
 }
 
-/// A repository's `objects/pack`, by its git directory.
-fn pack_dir(git_dir: &Path) -> PathBuf {
-    git::shared_dir(git_dir).join("objects").join("pack")
+/// A repository's `objects/pack`, by its git directory, and what it is now ([`identity`]).
+fn pack_dir(git_dir: &Path) -> (PathBuf, Option<(u64, u64)>) {
+    let dir = git::shared_dir(git_dir).join("objects").join("pack");
+    let now = identity(&dir);
+    (dir, now)
 }
 
 struct Recorded {
@@ -438,7 +440,7 @@ impl IndexSnapshot {
             history: None,
             rr_caches: Vec::new(),
             tracked_ignore_files: HashSet::new(),
-            pack_dirs: worktrees.iter().map(|(git_dir, _)| (pack_dir(git_dir), identity(&pack_dir(git_dir)))).collect(),
+            pack_dirs: worktrees.iter().map(|(git_dir, _)| pack_dir(git_dir)).collect(),
             other_git_dirs: Vec::new(),
         };
         snapshot.rr_caches = worktrees
@@ -532,7 +534,8 @@ impl IndexSnapshot {
     /// protected at launch) that no worktree here leads to.
     pub fn with_git_dirs(mut self, git_dirs: &[PathBuf]) -> IndexSnapshot {
         for git_dir in git_dirs {
-            self.pack_dirs.entry(pack_dir(git_dir)).or_insert_with(|| identity(&pack_dir(git_dir)));
+            let (dir, now) = pack_dir(git_dir);
+            self.pack_dirs.entry(dir).or_insert(now);
         }
         self.other_git_dirs = git_dirs.to_vec();
         self
@@ -1142,10 +1145,9 @@ mod objects {
         TooLarge,
     }
 
-    /// The endings of the files git reads in `objects/pack` (a pack, its index and the files
-    /// beside them), and the multi-pack index's.
-    const PACK_FILES: [&str; 9] =
-        [".idx", ".pack", ".keep", ".rev", ".bitmap", ".mtimes", ".promisor", "multi-pack-index", "multi-pack-index.d"];
+    /// The endings of the files git reads in `objects/pack` for a pack: the pack, its index and
+    /// the files beside them (the multi-pack index is looked at by its own name).
+    const PACK_FILES: [&str; 7] = [".idx", ".pack", ".keep", ".rev", ".bitmap", ".mtimes", ".promisor"];
 
     /// The most of one loose object inflated to hold it against its name (a zlib stream of a
     /// few KiB can inflate to many GiB).
@@ -1247,11 +1249,9 @@ mod objects {
                         continue;
                     }
                     let key = (super::identity(idx), super::identity(&pack_file));
-                    let checked = match looked.get(&key) {
-                        Some(checked) => *checked,
-                        None => pack::check_within(idx, &pack_file, self.hash_len, &mut spent),
-                    };
-                    looked.insert(key, checked);
+                    let checked = *looked
+                        .entry(key)
+                        .or_insert_with(|| pack::check_within(idx, &pack_file, self.hash_len, &mut spent));
                     match checked {
                         pack::Checked::Forged => {
                             let base = stem(idx);

@@ -66,57 +66,60 @@ pub fn check_within(idx: &Path, pack_file: &Path, hash_len: usize, spent: &mut u
     let (Some(index), Ok(pack)) = (Index::open(idx, hash_len), git::open_file(pack_file, true)) else {
         return Checked::Forged;
     };
-    let (mut magic, len) = ([0; 4], pack.metadata().map_or(0, |metadata| metadata.len()));
-    if !pack.metadata().is_ok_and(|metadata| metadata.is_file())
-        || len < 12
-        || pack.read_exact_at(&mut magic, 0).is_err()
-        || &magic != b"PACK"
-    {
+    let len = match pack.metadata() {
+        Ok(metadata) if metadata.is_file() => metadata.len(),
+        _ => return Checked::Forged,
+    };
+    let mut magic = [0; 4];
+    if len < 12 || pack.read_exact_at(&mut magic, 0).is_err() || &magic != b"PACK" {
         return Checked::Forged;
     }
     let mut reader =
         Reader { pack: &pack, len, hash_len, index: &index, objects: HashMap::new(), produced: *spent, cached: 0 };
-    let checked = held_against(&index, &mut reader, hash_len);
+    let checked = reader.held_against_the_index();
     *spent = reader.produced;
     checked
 }
 
-/// Each entry of `index` held against what `reader` makes of the pack there.
-fn held_against(index: &Index, reader: &mut Reader<'_>, hash_len: usize) -> Checked {
-    if reader.produced > MAX_INFLATED_BYTES {
-        return Checked::TooLarge;
-    }
-    // Git writes one entry an object and names each once: a second name at an offset already
-    // held is not a pack git writes (and would have the same body hashed again for each).
-    let mut held = std::collections::HashSet::new();
-    let mut first = 0;
-    while first < index.count {
-        if first >= MAX_INDEX_ENTRIES {
+impl Reader<'_> {
+    /// Each entry of the index held against what the pack holds there.
+    fn held_against_the_index(&mut self) -> Checked {
+        let (index, hash_len) = (self.index, self.hash_len);
+        if self.produced > MAX_INFLATED_BYTES {
             return Checked::TooLarge;
         }
-        let Some(entries) = index.entries(first, ENTRIES_AT_ONCE.min(index.count - first)) else {
-            return Checked::Forged;
-        };
-        first += entries.len() as u64;
-        for (name, offset) in entries {
-            if !held.insert(offset) {
-                return Checked::Forged;
+        // Git writes one entry an object and names each once: a second name at an offset already
+        // held is not a pack git writes (and would have the same body hashed again for each).
+        let mut held = std::collections::HashSet::new();
+        let mut first = 0;
+        while first < index.count {
+            if first >= MAX_INDEX_ENTRIES {
+                return Checked::TooLarge;
             }
-            match reader.object(offset) {
-                Ok((kind, body)) => {
-                    if reader.spend(body.len()).is_err() {
-                        return Checked::TooLarge;
-                    }
-                    if git::object_name(kind.name(), &body, hash_len) != name {
-                        return Checked::Forged;
-                    }
+            let Some(entries) = index.entries(first, ENTRIES_AT_ONCE.min(index.count - first)) else {
+                return Checked::Forged;
+            };
+            first += entries.len() as u64;
+            for (name, offset) in entries {
+                if !held.insert(offset) {
+                    return Checked::Forged;
                 }
-                Err(Unread::Broken) => return Checked::Forged,
-                Err(Unread::TooLarge) => return Checked::TooLarge,
+                match self.object(offset) {
+                    Ok((kind, body)) => {
+                        if self.spend(body.len()).is_err() {
+                            return Checked::TooLarge;
+                        }
+                        if git::object_name(kind.name(), &body, hash_len) != name {
+                            return Checked::Forged;
+                        }
+                    }
+                    Err(Unread::Broken) => return Checked::Forged,
+                    Err(Unread::TooLarge) => return Checked::TooLarge,
+                }
             }
         }
+        Checked::True
     }
-    Checked::True
 }
 
 /// A pack's index as git reads a version 2 one (`\377tOc`, 2: the fan-out, the names, their

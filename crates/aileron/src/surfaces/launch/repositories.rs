@@ -300,12 +300,11 @@ fn protect_checkout(root: &Path, context: &GitContext, protection: &mut Protecti
         protection.worktrees.push((git_dir.clone(), root.to_path_buf()));
         let common = git::common_dir(&git_dir);
         // A repository's own git directory kept apart (`git init --separate-git-dir
-        // node_modules/.gd`) in a directory the search skips: nothing else protects it, and a
-        // hook written there ran at the user's next commit (the sixtieth re-attack's R4). A
+        // node_modules/.gd`) below a directory the search skips, in this tree or another writable
+        // one (judged on its whole path): nothing else protects it, and a hook written there ran
+        // at the user's next commit (the sixtieth re-attack's R4, the sixty-first's R5). A
         // submodule's (in a `.git`) is its superproject's to protect; one the search reaches is
         // protected where it is found.
-        // Judged on its whole path: the search of another writable root (`--writable`) skips its
-        // `node_modules` alike (the sixty-first re-attack's R5).
         let named = without_dot_dots(&git_dir);
         if common.is_none()
             && !named.components().any(|part| part.as_os_str() == ".git")
