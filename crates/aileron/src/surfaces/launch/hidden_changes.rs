@@ -47,19 +47,22 @@ pub struct IndexSnapshot {
     /// The `.gitignore` files the indexes tracked at launch ([`IndexSnapshot::tracked_at_launch`]).
     tracked_ignore_files: HashSet<PathBuf>,
     /// Each repository's `objects/pack` and what it was at launch ([`identity`]).
-    pack_dirs: HashMap<PathBuf, Option<(u64, u64)>>,
+    pack_dirs: HashMap<PathBuf, Identity>,
     /// Every git directory protected at launch ([`IndexSnapshot::with_git_dirs`]).
     other_git_dirs: Vec<PathBuf>,
 }
 
-/// A file's device and inode: what a rename over it changes.
-fn identity(path: &Path) -> Option<(u64, u64)> {
+/// A file's device and inode (`None` when it is not there): what a rename over it changes.
+type Identity = Option<(u64, u64)>;
+
+/// What `path` is now.
+fn identity(path: &Path) -> Identity {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::symlink_metadata(path).ok().map(|metadata| (metadata.dev(), metadata.ino()))
 }
 
 /// A repository's `objects/pack`, by its git directory, and what it is now ([`identity`]).
-fn pack_dir(git_dir: &Path) -> (PathBuf, Option<(u64, u64)>) {
+fn pack_dir(git_dir: &Path) -> (PathBuf, Identity) {
     let dir = git::shared_dir(git_dir).join("objects").join("pack");
     let now = identity(&dir);
     (dir, now)
@@ -1216,7 +1219,7 @@ mod objects {
             // One budget for every pack looked at, and each pair of files looked at once, however
             // many names link to it (the sixty-first re-attack's R4).
             let mut spent = 0;
-            let mut looked: HashMap<(Option<(u64, u64)>, Option<(u64, u64)>), pack::Checked> = HashMap::new();
+            let mut looked: HashMap<(super::Identity, super::Identity), pack::Checked> = HashMap::new();
             for dir in &self.dirs {
                 let packs = dir.join("pack");
                 // Every name git reads there, however many other files the directory holds: a

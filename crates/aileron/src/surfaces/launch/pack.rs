@@ -53,13 +53,8 @@ const ENTRIES_AT_ONCE: u64 = 4096;
 const ENTRY_COST: usize = 64;
 
 /// The pack `pack_file` against its index `idx` (`pack-<sum>.pack` beside `pack-<sum>.idx`), for
-/// object names of `hash_len` bytes.
-pub fn check(idx: &Path, pack_file: &Path, hash_len: usize) -> Checked {
-    check_within(idx, pack_file, hash_len, &mut 0)
-}
-
-/// [`check`], the work it does added to `spent` and held, with it, within [`MAX_INFLATED_BYTES`]:
-/// one budget for every pack of an exit's look (2,000 hard links to one pack that inflates past
+/// object names of `hash_len` bytes, the work it does added to `spent` and held, with it, within
+/// [`MAX_INFLATED_BYTES`]: one budget for every pack of an exit's look (2,000 hard links to one pack that inflates past
 /// 1 GiB held the exit for hours, each checked on a budget of its own: the sixty-first
 /// re-attack's R4).
 pub fn check_within(idx: &Path, pack_file: &Path, hash_len: usize, spent: &mut usize) -> Checked {
@@ -464,6 +459,11 @@ pub(super) mod tests {
     use std::path::PathBuf;
 
     use super::*;
+
+    /// [`check_within`] on a budget of its own.
+    fn check(idx: &Path, pack_file: &Path, hash_len: usize) -> Checked {
+        check_within(idx, pack_file, hash_len, &mut 0)
+    }
 
     fn git(repo: &Path, args: &[&str]) -> Option<String> {
         let args = [&["-c", "user.name=U", "-c", "user.email=u@x"][..], args].concat();
